@@ -1,0 +1,408 @@
+"""The latency-cost model of one training iteration (analytic, vectorised).
+
+A placement is an integer array ``machine[D, L]``: the machine of layer ``l`` of data-parallel
+replica ``r``. A batch of placements is ``[N, D, L]``. Every function here is pure and works on a
+batch; the single-placement calls are the batch calls with ``N = 1``.
+
+Notation (SI units): ``F_m`` machine FLOP/s, ``f_l`` forward FLOPs of layer ``l`` per
+micro-batch, ``a_u`` activation bytes of layer ``u``'s output, ``alpha_ab`` one-way latency (s)
+and ``beta_ab`` bandwidth (bytes/s) of the directed link ``a -> b``, ``m`` micro-batches per
+iteration, ``D`` replicas.
+
+Pipeline (per micro-batch):
+
+- compute on machine ``m``: ``C_m = sum_{(r,l) on m} 3 f_l / F_m`` seconds (backward = 2 x
+  forward; replicas and layers sharing a machine share its FLOP/s);
+- occupancy of the directed link ``a -> b``:
+  ``X_ab = sum_{r, u->v: mach(u)=a, mach(v)=b} a_u / beta_ab`` (activations, forward)
+  ``+ sum_{r, u->v: mach(u)=b, mach(v)=a} a_u / beta_ab`` (their gradients, backward).
+  Latency delays a transfer but does not occupy the link; each direction is its own resource;
+- first-micro-batch latency ``P``: longest path through the placed DAG, forward then backward,
+  node weight ``f_l / F_m`` forward and ``2 f_l / F_m`` backward, cross-machine edge weight
+  ``alpha_ab + a_u / beta_ab`` in each direction; the backward starts at every sink once the
+  forward of all sinks is done (the loss); maximum over replicas;
+- steady-state bottleneck ``B = max(max_m C_m, max_ab X_ab)``;
+- pipeline time ``T_pp = max(P, B) + (m - 1) B``. The textbook form is ``P + (m - 1) B``
+  (Alpa's ``sum t_s + (m - 1) max t_s`` for a chain); replicas sharing a machine can make
+  ``P < B``, and then the bottleneck, which must do ``m`` slots of work, bounds the pipeline
+  (the schedule simulator, :mod:`hulk_env.simulate`, shows it).
+
+Data-parallel gradient sync: for each layer ``l`` the distinct machines of ``machine[:, l]`` in
+replica order (first occurrence kept) form a ring of ``k`` machines; layers with the same ring
+share one all-reduce of ``G = sum_l params_l * grad_bytes_per_param`` bytes. Ring all-reduce time
+``2 (k - 1) alpha_max + 2 (k - 1) / k * G / beta_min`` over the ring's links
+``(s_0 -> s_1, ..., s_{k-1} -> s_0)``; a machine in several rings does them one after the
+other: ``T_dp = max_m sum_{rings containing m} ring time``; ``k = 1`` costs nothing.
+
+``T_iter = T_pp + T_dp``, reported as an additive breakdown:
+``compute_s = m max_m C_m`` (the busiest machine's compute), ``pipeline_comm_s = m (B - max_m
+C_m)`` (extra when a link is the bottleneck), ``bubble_s = max(P, B) - B`` (pipeline fill and
+drain), ``dp_sync_s = T_dp``; they add up to ``iteration_time_s``.
+
+Memory on machine ``m``: ``sum_{(r,l) on m} state_bytes_per_param * params_l + k_r stash_l``
+with ``k_r = m`` stashed micro-batches for GPipe and ``k_r = min(m, S_r)`` for 1F1B, ``S_r`` the
+number of distinct machines of replica ``r`` (its pipeline depth: the first stage's peak, an
+upper bound for the later stages). Feasible when every machine's use is ``<= memory_bytes``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from hulk_env.cluster import Cluster
+from hulk_env.workload import Workload
+
+BACKWARD_FLOPS_FACTOR = 2.0  # backward = 2 x forward FLOPs (weights and input gradients)
+TRAIN_FLOPS_FACTOR = 1.0 + BACKWARD_FLOPS_FACTOR
+# Batches are evaluated in chunks so the [N, D, L, L] ring comparison stays small in memory.
+_CHUNK = 4096
+
+BOTTLENECK_MACHINE = 0
+BOTTLENECK_LINK = 1
+
+
+class IterationCost(NamedTuple):
+    """Breakdown of one iteration; scalars/``[M]`` arrays for one placement, ``[N, ...]`` for a batch.
+
+    Attributes:
+        iteration_time_s: ``T_iter = T_pp + T_dp``.
+        pipeline_s: ``T_pp``.
+        dp_sync_s: ``T_dp``.
+        first_micro_batch_s: ``P``, forward + backward latency of one micro-batch.
+        bottleneck_s: ``B``, seconds per micro-batch of the busiest resource.
+        bottleneck_kind: ``BOTTLENECK_MACHINE`` (0) or ``BOTTLENECK_LINK`` (1).
+        bottleneck_index: the machine index, or ``a * M + b`` for the link ``a -> b``.
+        compute_s: ``m * max_m C_m``.
+        pipeline_comm_s: ``m * (B - max_m C_m)``.
+        bubble_s: ``max(P, B) - B``.
+        compute_s_per_mb: ``[M]`` per-machine compute per micro-batch ``C_m``.
+        link_s_per_mb: ``[M, M]`` per-directed-link occupancy per micro-batch ``X_ab``.
+        memory_bytes: ``[M]`` memory used per machine.
+        memory_feasible: every machine within its memory.
+    """
+
+    iteration_time_s: np.ndarray | float
+    pipeline_s: np.ndarray | float
+    dp_sync_s: np.ndarray | float
+    first_micro_batch_s: np.ndarray | float
+    bottleneck_s: np.ndarray | float
+    bottleneck_kind: np.ndarray | int
+    bottleneck_index: np.ndarray | int
+    compute_s: np.ndarray | float
+    pipeline_comm_s: np.ndarray | float
+    bubble_s: np.ndarray | float
+    compute_s_per_mb: np.ndarray
+    link_s_per_mb: np.ndarray
+    memory_bytes: np.ndarray
+    memory_feasible: np.ndarray | bool
+
+    def to_dict(self) -> dict:
+        """JSON-ready scalars of a single-placement breakdown (no per-machine arrays)."""
+        keys = (
+            "iteration_time_s", "pipeline_s", "dp_sync_s", "first_micro_batch_s", "bottleneck_s",
+            "compute_s", "pipeline_comm_s", "bubble_s",
+        )
+        out: dict = {k: float(getattr(self, k)) for k in keys}
+        out["bottleneck_kind"] = "link" if int(self.bottleneck_kind) == BOTTLENECK_LINK else "machine"
+        m = len(np.atleast_1d(self.compute_s_per_mb))
+        idx = int(self.bottleneck_index)
+        out["bottleneck"] = [idx // m, idx % m] if out["bottleneck_kind"] == "link" else idx
+        out["memory_feasible"] = bool(self.memory_feasible)
+        return out
+
+
+class BatchTimes(NamedTuple):
+    """The fast path's result: what a search needs, nothing more.
+
+    Attributes:
+        iteration_time_s: ``[N]`` iteration times (memory not considered).
+        memory_feasible: ``[N]`` whether each placement fits in memory.
+    """
+
+    iteration_time_s: np.ndarray
+    memory_feasible: np.ndarray
+
+    def penalised(self) -> np.ndarray:
+        """Iteration times with ``inf`` for placements that do not fit in memory."""
+        return np.where(self.memory_feasible, self.iteration_time_s, np.inf)
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+def validate_placement(
+    placement: np.ndarray, cluster: Cluster, workload: Workload, *, batch: bool = False
+) -> np.ndarray:
+    """Return ``placement`` as int64 ``[N, D, L]``; raise ``ValueError`` if it is malformed.
+
+    Args:
+        placement: ``[D, L]`` (or ``[N, D, L]`` when ``batch``) machine indices.
+        cluster: gives the number of machines ``M``.
+        workload: gives ``D`` and ``L``.
+        batch: whether a leading batch axis is expected.
+    """
+    arr = np.asarray(placement)
+    d, n_layers, m = workload.data_parallel, workload.num_layers, cluster.num_machines
+    expected = ("N", d, n_layers) if batch else (d, n_layers)
+    if arr.ndim != len(expected) or arr.shape[-2:] != (d, n_layers):
+        raise ValueError(
+            f"placement has shape {arr.shape}, expected {expected} "
+            f"(data_parallel={d}, layers={n_layers})"
+        )
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise ValueError(f"placement must hold integer machine indices, got dtype {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() >= m):
+        bad = arr.min() if arr.min() < 0 else arr.max()
+        raise ValueError(f"placement refers to machine {int(bad)}; valid indices are 0..{m - 1}")
+    arr = arr.astype(np.int64, copy=False)
+    return arr if batch else arr[None]
+
+
+def evaluate(cluster: Cluster, workload: Workload, placement: np.ndarray) -> IterationCost:
+    """Full breakdown of one placement ``[D, L]`` (scalars and per-machine arrays)."""
+    batch = evaluate_batch(cluster, workload, validate_placement(placement, cluster, workload))
+    first = (getattr(batch, k)[0] for k in IterationCost._fields)
+    return IterationCost(*(v.item() if np.ndim(v) == 0 else v for v in first))
+
+
+def evaluate_batch(cluster: Cluster, workload: Workload, placements: np.ndarray) -> IterationCost:
+    """Full breakdown of a batch ``[N, D, L]``; fields gain a leading ``N`` axis.
+
+    ``link_s_per_mb`` is ``[N, M, M]``: for large batches prefer :func:`iteration_times`.
+    """
+    mach = validate_placement(placements, cluster, workload, batch=True)
+    compute = machine_compute_s(cluster, workload, mach)
+    links = link_occupancy_s(cluster, workload, mach)
+    n, m = compute.shape
+    flat_links = links.reshape(n, m * m)
+    max_compute = compute.max(axis=1)
+    max_link = flat_links.max(axis=1)
+    bottleneck = np.maximum(max_compute, max_link)
+    kind = np.where(max_link > max_compute, BOTTLENECK_LINK, BOTTLENECK_MACHINE)
+    index = np.where(kind == BOTTLENECK_LINK, flat_links.argmax(axis=1), compute.argmax(axis=1))
+    first = first_micro_batch_s(cluster, workload, mach)
+    dp = dp_sync_s(cluster, workload, mach)
+    mem = memory_use_bytes(cluster, workload, mach)
+    nmb = workload.num_micro_batches
+    fill = np.maximum(first, bottleneck)
+    pipeline = fill + (nmb - 1) * bottleneck
+    return IterationCost(
+        iteration_time_s=pipeline + dp,
+        pipeline_s=pipeline,
+        dp_sync_s=dp,
+        first_micro_batch_s=first,
+        bottleneck_s=bottleneck,
+        bottleneck_kind=kind,
+        bottleneck_index=index,
+        compute_s=nmb * max_compute,
+        pipeline_comm_s=nmb * (bottleneck - max_compute),
+        bubble_s=fill - bottleneck,
+        compute_s_per_mb=compute,
+        link_s_per_mb=links,
+        memory_bytes=mem,
+        memory_feasible=np.all(mem <= cluster.memory_bytes, axis=1),
+    )
+
+
+def iteration_time(cluster: Cluster, workload: Workload, placement: np.ndarray) -> float:
+    """Iteration time in seconds of one placement ``[D, L]`` (memory not considered)."""
+    mach = validate_placement(placement, cluster, workload)
+    return float(_iteration_times(cluster, workload, mach)[0])
+
+
+def iteration_times(cluster: Cluster, workload: Workload, placements: np.ndarray) -> BatchTimes:
+    """Iteration times and memory feasibility of a batch ``[N, D, L]``: the search fast path.
+
+    Same numbers as :func:`evaluate_batch` without the ``[N, M, M]`` link matrix: the link
+    bottleneck is found by sorting each placement's transfers by link.
+    """
+    mach = validate_placement(placements, cluster, workload, batch=True)
+    times = np.empty(len(mach))
+    feasible = np.empty(len(mach), dtype=bool)
+    for start in range(0, len(mach), _CHUNK):
+        chunk = mach[start : start + _CHUNK]
+        times[start : start + _CHUNK] = _iteration_times(cluster, workload, chunk)
+        mem = memory_use_bytes(cluster, workload, chunk)
+        feasible[start : start + _CHUNK] = np.all(mem <= cluster.memory_bytes, axis=1)
+    return BatchTimes(times, feasible)
+
+
+# --------------------------------------------------------------------------------------------
+# Terms of the model (each over a batch [N, D, L] of validated placements)
+# --------------------------------------------------------------------------------------------
+def machine_compute_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+    """``[N, M]`` compute seconds per micro-batch on each machine, ``C_m``."""
+    n, d, n_layers = mach.shape
+    m = cluster.num_machines
+    flops = np.broadcast_to(TRAIN_FLOPS_FACTOR * workload.flops, (n, d, n_layers))
+    slots = (np.arange(n)[:, None, None] * m + mach).ravel()
+    total = np.bincount(slots, weights=flops.ravel(), minlength=n * m).reshape(n, m)
+    return total / cluster.flops
+
+
+def _edge_transfer_s(
+    cluster: Cluster, workload: Workload, mach: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per replica and DAG edge: source machine, destination machine, seconds on the wire.
+
+    Returns three ``[N, D, E]`` arrays; same-machine edges take 0 s (diagonal bandwidth is inf).
+    """
+    src = mach[:, :, workload.edges[:, 0]]
+    dst = mach[:, :, workload.edges[:, 1]]
+    act = workload.activation_bytes[workload.edges[:, 0]]
+    return src, dst, act / cluster.bandwidth_bps[src, dst]
+
+
+def link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+    """``[N, M, M]`` seconds per micro-batch each directed link is busy, ``X_ab``."""
+    n = len(mach)
+    m = cluster.num_machines
+    if len(workload.edges) == 0:
+        return np.zeros((n, m, m))
+    src, dst, fwd = _edge_transfer_s(cluster, workload, mach)
+    bwd = workload.activation_bytes[workload.edges[:, 0]] / cluster.bandwidth_bps[dst, src]
+    base = np.arange(n)[:, None, None] * (m * m)
+    slots = np.concatenate([(base + src * m + dst).ravel(), (base + dst * m + src).ravel()])
+    weights = np.concatenate([fwd.ravel(), bwd.ravel()])
+    return np.bincount(slots, weights=weights, minlength=n * m * m).reshape(n, m, m)
+
+
+def _max_link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+    """``[N]`` ``max_ab X_ab`` without the dense ``[N, M, M]`` matrix (sort by link id)."""
+    n = len(mach)
+    if len(workload.edges) == 0:
+        return np.zeros(n)
+    m = cluster.num_machines
+    src, dst, fwd = _edge_transfer_s(cluster, workload, mach)
+    bwd = workload.activation_bytes[workload.edges[:, 0]] / cluster.bandwidth_bps[dst, src]
+    keys = np.concatenate([(src * m + dst).reshape(n, -1), (dst * m + src).reshape(n, -1)], axis=1)
+    vals = np.concatenate([fwd.reshape(n, -1), bwd.reshape(n, -1)], axis=1)
+    order = np.argsort(keys, axis=1, kind="stable")
+    keys = np.take_along_axis(keys, order, axis=1)
+    vals = np.take_along_axis(vals, order, axis=1)
+    csum = np.cumsum(vals, axis=1)
+    starts = np.ones(keys.shape, dtype=bool)
+    starts[:, 1:] = keys[:, 1:] != keys[:, :-1]
+    pos = np.where(starts, np.arange(keys.shape[1]), 0)
+    np.maximum.accumulate(pos, axis=1, out=pos)
+    before = np.take_along_axis(csum - vals, pos, axis=1)
+    return (csum - before).max(axis=1)
+
+
+def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+    """``[N]`` forward + backward latency ``P`` of one micro-batch (longest path, max over r)."""
+    lat, bw, act = cluster.latency_s, cluster.bandwidth_bps, workload.activation_bytes
+    fwd_s = workload.flops / cluster.flops[mach]  # [N, D, L]
+    n_layers = workload.num_layers
+    finish = [np.empty(0)] * n_layers
+    for v in range(n_layers):
+        ready = 0.0
+        for u in workload.predecessors[v]:
+            a, b = mach[:, :, u], mach[:, :, v]
+            ready = np.maximum(ready, finish[u] + lat[a, b] + act[u] / bw[a, b])
+        finish[v] = ready + fwd_s[:, :, v]
+    sinks = [v for v in range(n_layers) if not workload.successors[v]]
+    loss = np.max([finish[v] for v in sinks], axis=0)
+    back = [np.empty(0)] * n_layers
+    for u in reversed(range(n_layers)):
+        ready = loss if not workload.successors[u] else 0.0
+        for v in workload.successors[u]:
+            a, b = mach[:, :, u], mach[:, :, v]
+            ready = np.maximum(ready, back[v] + lat[b, a] + act[u] / bw[b, a])
+        back[u] = ready + BACKWARD_FLOPS_FACTOR * fwd_s[:, :, u]
+    return np.max(back, axis=0).max(axis=1)
+
+
+def dp_rings(mach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The data-parallel ring of every layer.
+
+    Args:
+        mach: ``[N, D, L]`` placements.
+
+    Returns:
+        ``(canon, leader)``: ``canon[N, D, L]`` is the layer's machine in each replica with
+        repeats (a machine already in the ring) replaced by ``-1``, so two layers share a ring
+        iff their ``canon`` columns are equal; ``leader[N, L]`` marks the first layer of each
+        distinct ring (where the ring's all-reduce is accounted).
+    """
+    n, d, n_layers = mach.shape
+    first = np.ones(mach.shape, dtype=bool)
+    for r in range(1, d):
+        first[:, r] = np.all(mach[:, r : r + 1] != mach[:, :r], axis=1)
+    canon = np.where(first, mach, -1)
+    same = np.all(canon[:, :, :, None] == canon[:, :, None, :], axis=1)  # [N, L, L]
+    earlier = np.tril(np.ones((n_layers, n_layers), dtype=bool), -1)
+    leader = ~np.any(same & earlier, axis=2)
+    return canon, leader
+
+
+def dp_sync_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+    """``[N]`` data-parallel sync time ``T_dp`` (ring all-reduces, serialised per machine)."""
+    n, d, n_layers = mach.shape
+    if d == 1:
+        return np.zeros(n)
+    out = np.empty(n)
+    for start in range(0, n, _CHUNK):
+        out[start : start + _CHUNK] = _dp_sync_chunk(cluster, workload, mach[start : start + _CHUNK])
+    return out
+
+
+def _dp_sync_chunk(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+    n, d, n_layers = mach.shape
+    m = cluster.num_machines
+    canon, leader = dp_rings(mach)
+    member = canon >= 0
+    k = member.sum(axis=1)  # [N, L] ring sizes
+    grad = workload.params * workload.grad_bytes_per_param
+    same = np.all(canon[:, :, :, None] == canon[:, :, None, :], axis=1)
+    group_bytes = same @ grad  # [N, L]: bytes all-reduced by the ring of layer l
+    # Members of each ring in replica order, packed to the front: ring position i sends to i + 1.
+    order = np.argsort(~member, axis=1, kind="stable")
+    ring = np.take_along_axis(mach, order, axis=1)
+    pos = np.arange(d)[None, :, None]
+    nxt = np.take_along_axis(ring, np.where(pos + 1 < k[:, None], pos + 1, 0), axis=1)
+    valid = pos < k[:, None]
+    alpha = np.where(valid, cluster.latency_s[ring, nxt], 0.0).max(axis=1)
+    beta = np.where(valid & (ring != nxt), cluster.bandwidth_bps[ring, nxt], np.inf).min(axis=1)
+    steps = 2.0 * (k - 1)
+    ring_s = np.where(
+        (k > 1) & leader, steps * alpha + steps / k * group_bytes / beta, 0.0
+    )  # [N, L]
+    slots = (np.arange(n)[:, None, None] * m + mach).ravel()
+    weights = np.broadcast_to(ring_s[:, None, :], mach.shape) * member
+    per_machine = np.bincount(slots, weights=weights.ravel(), minlength=n * m).reshape(n, m)
+    return per_machine.max(axis=1)
+
+
+def stash_micro_batches(workload: Workload, mach: np.ndarray) -> np.ndarray:
+    """``[N, D]`` micro-batches of activations each replica stashes (GPipe: all; 1F1B: depth)."""
+    n, d, _ = mach.shape
+    if workload.schedule == "gpipe":
+        return np.full((n, d), workload.num_micro_batches)
+    srt = np.sort(mach, axis=2)
+    depth = 1 + np.count_nonzero(srt[:, :, 1:] != srt[:, :, :-1], axis=2)
+    return np.minimum(workload.num_micro_batches, depth)
+
+
+def memory_use_bytes(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+    """``[N, M]`` bytes used on each machine: model state plus stashed activations."""
+    n, d, n_layers = mach.shape
+    m = cluster.num_machines
+    stash = stash_micro_batches(workload, mach)[:, :, None] * workload.stash_bytes
+    need = workload.state_bytes_per_param * workload.params + stash  # [N, D, L]
+    slots = (np.arange(n)[:, None, None] * m + mach).ravel()
+    return np.bincount(slots, weights=need.ravel(), minlength=n * m).reshape(n, m)
+
+
+def _iteration_times(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+    """``[N]`` iteration times of validated placements (no dense link matrix)."""
+    compute = machine_compute_s(cluster, workload, mach).max(axis=1)
+    bottleneck = np.maximum(compute, _max_link_occupancy_s(cluster, workload, mach))
+    first = first_micro_batch_s(cluster, workload, mach)
+    pipeline = np.maximum(first, bottleneck) + (workload.num_micro_batches - 1) * bottleneck
+    return pipeline + dp_sync_s(cluster, workload, mach)
