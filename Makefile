@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/hulk train
+	$(BIN)/hulk show cluster default
+	$(BIN)/hulk show model default
 
 test: $(STAMP)
 	$(BIN)/ruff check .
