@@ -32,6 +32,8 @@ DEFAULT_MFU = 0.4
 # A server holds at most 16 GPUs (NVIDIA DGX-2 / HGX-2 and 16-slot inference boxes); used to
 # bound the GPU count inferred from a machine's total memory.
 MAX_GPUS_PER_MACHINE = 16
+# The usual server: NVIDIA DGX/HGX boards and the big cloud GPU instances hold 8 GPUs.
+STANDARD_GPUS_PER_MACHINE = 8
 
 
 @dataclass(frozen=True)
@@ -174,9 +176,7 @@ def gpu_by_name(name: str) -> GpuSpec:
     """
     spec = _BY_KEY.get(_key(str(name)))
     if spec is None:
-        raise HulkInputError(
-            f"unknown GPU '{name}'; known: {', '.join(GPUS)}", field="gpu"
-        )
+        raise HulkInputError(f"unknown GPU '{name}'; known: {', '.join(GPUS)}", field="gpu")
     return spec
 
 
@@ -204,23 +204,23 @@ def gpus_from_total_memory(cc: float | str, total_memory_gb: float) -> tuple[Gpu
 
     Rule: over every GPU of the capability and every count ``n`` in
     ``1..MAX_GPUS_PER_MACHINE``, pick the one whose ``n x memory per GPU`` is closest to the
-    machine's memory (relative error); ties go to fewer, larger GPUs (so 640 GB of 8.0 is
-    8 x A100-80GB, not 16 x A100-40GB), then to catalog order. Examples: 8.0/320 GB ->
-    8 x A100-40GB, 7.0/384 GB -> 12 x V100-32GB, 8.6/152 GB -> 3 x A40 (144 GB, 5% off).
+    machine's memory (relative error); ties go to the count nearest :data:`STANDARD_GPUS_PER_MACHINE`
+    (so 320 GB of 8.0 is 8 x A100-40GB, not 4 x A100-80GB, and 640 GB is 8 x A100-80GB, not
+    16 x A100-40GB), then to catalog order. Examples: 7.0/384 GB -> 12 x V100-32GB,
+    8.6/152 GB -> 6 x A10 (144 GB, 5% off), 6.1/64 GB -> 8 x GTX-1080.
 
     Raises:
         HulkInputError: unknown capability or non-positive memory.
     """
     if not total_memory_gb > 0:
-        raise HulkInputError(
-            f"memory must be positive, got {total_memory_gb!r} GB", field="memory"
-        )
-    best: tuple[float, int, int] | None = None  # (relative error, n, catalog position)
+        raise HulkInputError(f"memory must be positive, got {total_memory_gb!r} GB", field="memory")
+    best: tuple[float, int, int] | None = None  # (relative error, |n - 8|, catalog position)
     choice: tuple[GpuSpec, int] | None = None
     for pos, g in enumerate(gpus_with_capability(cc)):
         n = min(max(round(total_memory_gb / g.memory_gb), 1), MAX_GPUS_PER_MACHINE)
         err = round(abs(n * g.memory_gb - total_memory_gb) / total_memory_gb, 9)
-        if best is None or (err, n, pos) < best:
-            best, choice = (err, n, pos), (g, n)
+        score = (err, abs(n - STANDARD_GPUS_PER_MACHINE), pos)
+        if best is None or score < best:
+            best, choice = score, (g, n)
     assert choice is not None
     return choice
