@@ -302,7 +302,6 @@ class Workload:
         )
         return replace(
             self,
-            name=f"{self.name}/k{k}",
             layer_names=names,
             flops=np.bincount(block, self.flops, nb),
             params=np.bincount(block, self.params, nb),
