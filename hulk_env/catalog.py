@@ -1,5 +1,105 @@
 """Named built-in clusters and models (no files needed)."""
 # ---- clusters ---- (owned by cluster engineer)
+# Built-in clusters are generated from the city table (hulk_env.geo) with a fixed seed by
+# hulk_env.cluster.geo_cluster: same name, same cluster, no file needed. Links carry a 10%
+# log-normal jitter on the distance model so that equally distant pairs are not all equal.
+from collections.abc import Callable  # noqa: E402
+
+from hulk_env.cluster import Cluster, geo_cluster  # noqa: E402
+from hulk_env.errors import HulkInputError as _ClusterInputError  # noqa: E402
+
+# The paper's machines per city (node_feature.csv) and its GPU mix as load_hulk_dir infers it
+# from capability + memory on the 47 rows: (GPU, GPUs per machine, machines). Tested against
+# the real files in tests/test_cluster_loaders.py.
+PAPER_MACHINES_PER_CITY = {
+    "Beijing": 5, "Neimeng": 5, "Nanjing": 5, "Quanzhou": 5, "California": 5, "Tokyo": 5,
+    "Berlin": 3, "London": 1, "New Delhi": 3, "Paris": 4, "Rome": 5, "Brasilia": 1,
+}  # fmt: skip
+PAPER_GPU_MIX = (
+    ("GTX-1080", 8, 4),
+    ("GTX-1080", 16, 4),
+    ("V100-32GB", 12, 10),
+    ("T4", 9, 2),
+    ("A100-40GB", 8, 4),
+    ("A100-80GB", 8, 2),
+    ("A10", 3, 1),
+    ("A10", 4, 11),
+    ("A10", 6, 8),
+    ("A10", 13, 1),
+)
+# Cloud GPU instances (8 x A100-40/80GB, 8 x H100, 8 x V100-32GB, 4 x A10), weighted by how
+# common they are.
+CLOUD_GPU_MIX = (
+    ("A100-40GB", 8, 3),
+    ("A100-80GB", 8, 2),
+    ("H100", 8, 1),
+    ("V100-32GB", 8, 2),
+    ("A10", 4, 2),
+)
+CLUSTER_SEED = 0
+LINK_NOISE = 0.1
+# The main job's cluster: the paper's setting (12 cities, 47 machines), so results compare
+# with its claim; the agent's size-agnostic policy handles it (DESIGN.md measured 47 machines).
+DEFAULT_CLUSTER = "paper-12city-47"
+
+_CLUSTERS: dict[str, Callable[[], Cluster]] = {
+    "paper-12city-47": lambda: geo_cluster(
+        list(PAPER_MACHINES_PER_CITY),
+        list(PAPER_MACHINES_PER_CITY.values()),
+        PAPER_GPU_MIX,
+        seed=CLUSTER_SEED,
+        name="paper-12city-47",
+        link_noise=LINK_NOISE,
+    ),
+    "cloud-3region": lambda: geo_cluster(
+        ["Ashburn", "Dublin", "Frankfurt"],
+        4,
+        CLOUD_GPU_MIX,
+        seed=CLUSTER_SEED,
+        name="cloud-3region",
+        link_noise=LINK_NOISE,
+    ),
+    "cloud-8region": lambda: geo_cluster(
+        ["Ashburn", "Sao Paulo", "Frankfurt", "Cape Town", "Mumbai", "Singapore", "Tokyo",
+         "Sydney"],
+        4,
+        CLOUD_GPU_MIX,
+        seed=CLUSTER_SEED,
+        name="cloud-8region",
+        link_noise=LINK_NOISE,
+    ),
+}  # fmt: skip
+
+
+def cluster_names() -> list[str]:
+    """Names :func:`get_cluster` accepts: ``"default"`` and the built-in clusters."""
+    return ["default", *_CLUSTERS]
+
+
+def _cluster_key(name: str) -> str:
+    key = str(name).strip().lower()
+    return DEFAULT_CLUSTER if key == "default" else key
+
+
+def has_cluster(name: str) -> bool:
+    """True if ``name`` is a built-in cluster (or ``"default"``)."""
+    return _cluster_key(name) in _CLUSTERS
+
+
+def get_cluster(name: str) -> Cluster:
+    """Build a built-in cluster (deterministic: fixed seed).
+
+    Raises:
+        HulkInputError: unknown name; the message lists the valid ones.
+    """
+    key = _cluster_key(name)
+    if key not in _CLUSTERS:
+        raise _ClusterInputError(
+            f"unknown cluster '{name}'; built-in clusters: {', '.join(cluster_names())} "
+            "(or give a paper-format directory or a .yaml/.yml/.json cluster file)",
+            field="cluster",
+        )
+    return _CLUSTERS[key]()
 
 # ---- models ---- (owned by workload engineer)
 # Architectures from the papers cited next to each; PUBLISHED_PARAMS holds the totals they

@@ -51,7 +51,14 @@ import numpy as np
 from hulk_env import geo
 from hulk_env.errors import HulkInputError
 from hulk_env.gpus import DEFAULT_MFU, gpu_by_name, gpus_from_total_memory
-from hulk_env.units import GB, TFLOPS, bytes_per_s_to_gbps, s_to_ms
+from hulk_env.units import (
+    GB,
+    TFLOPS,
+    bytes_per_s_to_gbps,
+    gbps_to_bytes_per_s,
+    ms_to_s,
+    s_to_ms,
+)
 
 
 @dataclass(frozen=True)
@@ -704,3 +711,288 @@ def load_hulk_dir(
         notes=tuple(notes),
     )
     return cluster, report
+
+
+# ---- YAML / JSON cluster files ------------------------------------------------------------------
+
+_TOP_KEYS = ("name", "description", "mfu", "machines", "links")
+_MACHINE_KEYS = ("name", "region", "lat", "lon", "gpu", "num_gpus", "count", "tflops", "memory_gb")
+_LINK_KEYS = ("a", "b", "latency_ms", "bandwidth_gbps")
+_LINE = "__line__"  # key under which the YAML reader stores a mapping's 1-based line
+
+
+def _read_mapping_file(file: Path) -> object:
+    """Parse YAML or JSON; every mapping carries its 1-based line number under ``__line__``."""
+    import json
+
+    import yaml
+
+    class LineLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            mapping = super().construct_mapping(node, deep=deep)
+            mapping[_LINE] = node.start_mark.line + 1
+            return mapping
+
+    src = str(file)
+    if not file.is_file():
+        raise HulkInputError("file not found", source=src)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise HulkInputError("not a UTF-8 text file", source=src) from None
+    if file.suffix.lower() == ".json":
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise HulkInputError(f"invalid JSON: {err.msg}", source=src, row=err.lineno) from None
+        try:  # JSON is YAML: reread it for line numbers; fall back to no lines if YAML balks
+            return yaml.load(text, Loader=LineLoader)  # noqa: S506 - a SafeLoader subclass
+        except yaml.YAMLError:
+            return parsed
+    try:
+        return yaml.load(text, Loader=LineLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise HulkInputError(
+            f"invalid YAML: {problem}", source=src, row=mark.line + 1 if mark else None
+        ) from None
+
+
+def _check_keys(
+    entry: dict, allowed: tuple[str, ...], src: str, row: int | None, what: str
+) -> None:
+    unknown = sorted(str(k) for k in entry if k != _LINE and k not in allowed)
+    if unknown:
+        raise HulkInputError(
+            f"unknown key(s) {', '.join(unknown)} in {what}; allowed: {', '.join(allowed)}",
+            source=src,
+            row=row,
+            field=unknown[0],
+        )
+
+
+def _machines_from_entry(
+    entry: object, pos: int, src: str, mfu: float, auto_names: dict[str, int]
+) -> list[Machine]:
+    """The machine(s) one ``machines`` entry describes (``count`` copies)."""
+    if not isinstance(entry, dict):
+        raise HulkInputError(
+            f"machine {pos} must be a mapping with region and gpu or tflops, got {entry!r}",
+            source=src,
+            field="machines",
+        )
+    row = entry.get(_LINE, f"machine {pos}")
+    _check_keys(entry, _MACHINE_KEYS, src, row, "a machine")
+    region_raw = entry.get("region")
+    if not isinstance(region_raw, str) or not region_raw.strip():
+        raise HulkInputError(
+            "missing region: give a city name (or any label plus lat and lon)",
+            source=src,
+            row=row,
+            field="region",
+        )
+    has_lat, has_lon = "lat" in entry, "lon" in entry
+    if has_lat != has_lon:
+        raise HulkInputError("give both lat and lon, or neither", source=src, row=row, field="lat")
+    city = geo.find_city(region_raw)
+    if has_lat:
+        lat = _number(entry["lat"], src, row, "lat", minimum=-90)
+        lon = _number(entry["lon"], src, row, "lon", minimum=-180)
+        if lat > 90 or lon > 180:
+            raise HulkInputError(
+                "lat must be in [-90, 90] and lon in [-180, 180]", source=src, row=row, field="lat"
+            )
+    elif city is None:
+        try:
+            geo.get_city(region_raw)
+        except HulkInputError as err:
+            raise _relocate(err, src, row, "region") from None
+    else:
+        lat, lon = city.lat, city.lon
+    region = city.name if city is not None else region_raw.strip()
+
+    num_gpus = int(_number(entry.get("num_gpus", 1), src, row, "num_gpus", integer=True, minimum=1))
+    if "gpu" in entry:
+        try:
+            spec = gpu_by_name(str(entry["gpu"]))
+        except HulkInputError as err:
+            raise _relocate(err, src, row, "gpu") from None
+        gpu_name = spec.name
+        flops = num_gpus * spec.effective_flops(mfu)
+        memory_bytes = num_gpus * spec.memory_bytes
+    elif "tflops" in entry and "memory_gb" in entry:
+        gpu_name, flops, memory_bytes = "custom", 0.0, 0.0
+    else:
+        raise HulkInputError(
+            "give gpu (+ num_gpus), or tflops and memory_gb", source=src, row=row, field="gpu"
+        )
+    if "tflops" in entry:
+        flops = _number(entry["tflops"], src, row, "tflops", positive=True) * TFLOPS
+    if "memory_gb" in entry:
+        memory_bytes = _number(entry["memory_gb"], src, row, "memory_gb", positive=True) * GB
+
+    count = int(_number(entry.get("count", 1), src, row, "count", integer=True, minimum=1))
+    base = entry.get("name")
+    if base is not None and (isinstance(base, (dict, list)) or not str(base).strip()):
+        raise HulkInputError(f"bad machine name {base!r}", source=src, row=row, field="name")
+    names = []
+    for k in range(count):
+        if base is None:
+            prefix = _slug(region)
+            names.append(f"{prefix}-{auto_names.get(prefix, 0)}")
+            auto_names[prefix] = auto_names.get(prefix, 0) + 1
+        else:
+            names.append(str(base).strip() if count == 1 else f"{str(base).strip()}-{k}")
+    return [
+        Machine(name, region, gpu_name, num_gpus, flops, memory_bytes, lat, lon) for name in names
+    ]
+
+
+def _link_members(
+    value: object, machines: tuple[Machine, ...], src: str, row, key: str
+) -> list[int]:
+    """Machine indices a link end names: one machine, or all machines of a region."""
+    text = str(value).strip() if isinstance(value, (str, int)) else ""
+    for i, mc in enumerate(machines):
+        if mc.name == text:
+            return [i]
+    city = geo.find_city(text) if text else None
+    region = city.name if city is not None else text
+    members = [i for i, mc in enumerate(machines) if mc.region == region]
+    if not members:
+        known = [mc.name for mc in machines][:8] + list(dict.fromkeys(mc.region for mc in machines))
+        raise HulkInputError(
+            f"unknown machine or region {value!r}; known: {', '.join(known)}",
+            source=src,
+            row=row,
+            field=key,
+        )
+    return members
+
+
+def _apply_links(
+    links: object, machines: tuple[Machine, ...], src: str, latency_s, bandwidth_bps, imputed
+) -> None:
+    """Overwrite the derived link matrices (in place) with the file's explicit ``links``."""
+    if not isinstance(links, list):
+        raise HulkInputError(
+            "links must be a list of {a, b, latency_ms[, bandwidth_gbps]}",
+            source=src,
+            field="links",
+        )
+    for pos, link in enumerate(links, start=1):
+        if not isinstance(link, dict):
+            raise HulkInputError(
+                f"link {pos} must be a mapping {{a, b, latency_ms}}, got {link!r}",
+                source=src,
+                field="links",
+            )
+        row = link.get(_LINE, f"link {pos}")
+        _check_keys(link, _LINK_KEYS, src, row, "a link")
+        for key in ("a", "b", "latency_ms"):
+            if key not in link:
+                raise HulkInputError(f"missing {key}", source=src, row=row, field=key)
+        ends_a = _link_members(link["a"], machines, src, row, "a")
+        ends_b = _link_members(link["b"], machines, src, row, "b")
+        latency_ms = _number(link["latency_ms"], src, row, "latency_ms", minimum=0)
+        bw_gbps = None
+        if link.get("bandwidth_gbps") is not None:
+            bw_gbps = _number(link["bandwidth_gbps"], src, row, "bandwidth_gbps", positive=True)
+        pairs = [(i, j) for i in ends_a for j in ends_b if i != j]
+        if not pairs:
+            raise HulkInputError(
+                "a link needs two different machines", source=src, row=row, field="b"
+            )
+        for i, j in pairs:
+            same = machines[i].region == machines[j].region
+            if bw_gbps is not None:
+                gbps = bw_gbps
+            else:
+                gbps = geo.LAN_BANDWIDTH_GBPS if same else geo.wan_bandwidth_gbps(2 * latency_ms)
+            latency_s[i, j] = latency_s[j, i] = ms_to_s(latency_ms)
+            bandwidth_bps[i, j] = bandwidth_bps[j, i] = gbps_to_bytes_per_s(gbps)
+            imputed[i, j] = imputed[j, i] = False
+
+
+def load_cluster_file(path: str | Path) -> Cluster:
+    """Load a YAML (``.yaml``/``.yml``) or JSON cluster file; the format is in the module docstring.
+
+    Raises:
+        HulkInputError: missing file, syntax error, unknown key, city or GPU, non-numeric,
+            NaN or negative value, no machines; with the file, line and field at fault.
+    """
+    file = Path(path)
+    src = str(file)
+    data = _read_mapping_file(file)
+    if not isinstance(data, dict):
+        raise HulkInputError(
+            "expected a mapping with a 'machines' list at the top level", source=src
+        )
+    _check_keys(data, _TOP_KEYS, src, None, "the top level")
+    mfu = _number(data.get("mfu", DEFAULT_MFU), src, None, "mfu", positive=True)
+    if mfu > 1:
+        raise HulkInputError(f"mfu is a fraction of peak, got {mfu:g}", source=src, field="mfu")
+    entries = data.get("machines")
+    if not isinstance(entries, list) or not entries:
+        raise HulkInputError(
+            "no machines: the file needs a non-empty 'machines' list", source=src, field="machines"
+        )
+    auto_names: dict[str, int] = {}
+    machines = tuple(
+        mc
+        for pos, entry in enumerate(entries, start=1)
+        for mc in _machines_from_entry(entry, pos, src, mfu, auto_names)
+    )
+    regions = [mc.region for mc in machines]
+    latency_s, bandwidth_bps = geo.link_matrices(
+        [mc.lat for mc in machines], [mc.lon for mc in machines], regions
+    )
+    imputed = ~np.eye(len(machines), dtype=bool)
+    if data.get("links") is not None:
+        _apply_links(data["links"], machines, src, latency_s, bandwidth_bps, imputed)
+    name = str(data.get("name") or file.stem)
+    try:
+        return Cluster(machines, latency_s, bandwidth_bps, imputed, name=name)
+    except HulkInputError as err:
+        raise _relocate(err, src) from None
+
+
+# ---- one entry point ---------------------------------------------------------------------------
+
+CLUSTER_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def load_cluster(name_or_path: str | Path) -> tuple[Cluster, CleaningReport | None]:
+    """A cluster from a built-in name, a paper-format directory, or a YAML/JSON file.
+
+    Returns:
+        The cluster, and the cleaning report for the paper's format (None otherwise).
+
+    Raises:
+        HulkInputError: unknown name or path (the message lists the built-in names), or any
+            error of the loaders.
+    """
+    from hulk_env import catalog  # catalog builds its clusters with geo_cluster from here
+
+    text = str(name_or_path).strip()
+    if catalog.has_cluster(text):
+        return catalog.get_cluster(text), None
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return load_hulk_dir(path)
+    if path.name == HULK_NODE_FILE and path.is_file():
+        return load_hulk_dir(path.parent)
+    if path.suffix.lower() in CLUSTER_FILE_SUFFIXES:
+        return load_cluster_file(path), None
+    if path.exists():
+        raise HulkInputError(
+            f"unsupported cluster file type '{path.suffix}': give a .yaml/.yml/.json file or a "
+            f"directory holding {HULK_NODE_FILE} and {HULK_EDGE_FILE}",
+            source=text,
+        )
+    raise HulkInputError(
+        "unknown cluster: not a built-in name "
+        f"({', '.join(catalog.cluster_names())}) nor an existing file or directory",
+        source=text,
+    )
