@@ -301,12 +301,12 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
 def _relocate(
     err: HulkInputError, source: str, row: int | str | None = None, field: str | None = None
 ) -> HulkInputError:
-    """The same error placed in a file (and row/field, unless the error already names them)."""
+    """The same error placed in a file, row and field (the caller knows the file's column name)."""
     return HulkInputError(
         err.message,
         source=source,
-        row=err.row if err.row is not None else row,
-        field=err.field or field,
+        row=row if row is not None else err.row,
+        field=field or err.field,
     )
 
 
@@ -850,7 +850,7 @@ def _machines_from_entry(
 
 
 def _link_members(
-    value: object, machines: tuple[Machine, ...], src: str, row, key: str
+    value: object, machines: Sequence[Machine], src: str, row, key: str
 ) -> list[int]:
     """Machine indices a link end names: one machine, or all machines of a region."""
     text = str(value).strip() if isinstance(value, (str, int)) else ""
@@ -872,7 +872,7 @@ def _link_members(
 
 
 def _apply_links(
-    links: object, machines: tuple[Machine, ...], src: str, latency_s, bandwidth_bps, imputed
+    links: object, machines: Sequence[Machine], src: str, latency_s, bandwidth_bps, imputed
 ) -> None:
     """Overwrite the derived link matrices (in place) with the file's explicit ``links``."""
     if not isinstance(links, list):
@@ -939,11 +939,21 @@ def load_cluster_file(path: str | Path) -> Cluster:
             "no machines: the file needs a non-empty 'machines' list", source=src, field="machines"
         )
     auto_names: dict[str, int] = {}
-    machines = tuple(
-        mc
-        for pos, entry in enumerate(entries, start=1)
-        for mc in _machines_from_entry(entry, pos, src, mfu, auto_names)
-    )
+    first_row: dict[str, object] = {}
+    machines: list[Machine] = []
+    for pos, entry in enumerate(entries, start=1):
+        for mc in _machines_from_entry(entry, pos, src, mfu, auto_names):
+            row = entry.get(_LINE, f"machine {pos}")
+            if mc.name in first_row:
+                raise HulkInputError(
+                    f"duplicate machine name '{mc.name}' (first at row {first_row[mc.name]}); "
+                    "names must be unique",
+                    source=src,
+                    row=row,
+                    field="name",
+                )
+            first_row[mc.name] = row
+            machines.append(mc)
     regions = [mc.region for mc in machines]
     latency_s, bandwidth_bps = geo.link_matrices(
         [mc.lat for mc in machines], [mc.lon for mc in machines], regions
@@ -953,7 +963,7 @@ def load_cluster_file(path: str | Path) -> Cluster:
         _apply_links(data["links"], machines, src, latency_s, bandwidth_bps, imputed)
     name = str(data.get("name") or file.stem)
     try:
-        return Cluster(machines, latency_s, bandwidth_bps, imputed, name=name)
+        return Cluster(tuple(machines), latency_s, bandwidth_bps, imputed, name=name)
     except HulkInputError as err:
         raise _relocate(err, src) from None
 

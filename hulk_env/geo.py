@@ -189,7 +189,12 @@ def get_city(name: str) -> City:
         return city
     close = difflib.get_close_matches(_key(name), list(_BY_KEY), n=4, cutoff=0.6)
     names = list(dict.fromkeys(_BY_KEY[k].name for k in close))
-    hint = f"did you mean {', '.join(names)}?" if names else f"known: {', '.join(CITIES)}"
+    hint = (
+        f"did you mean {', '.join(names)}?"
+        if names
+        else f"known: {', '.join(PAPER_CITIES)} and {len(CITIES) - len(PAPER_CITIES)} more "
+        "in hulk_env.geo.CITIES"
+    )
     raise HulkInputError(
         f"unknown city '{name}'; {hint} (or give lat/lon explicitly)", field="region"
     )
