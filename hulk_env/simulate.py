@@ -1,0 +1,578 @@
+"""Discrete-event simulation of one training iteration: the ground truth for :mod:`hulk_env.cost`.
+
+The simulator replays the pipeline schedule task by task, with per-machine compute queues and
+per-directed-link transfer queues, then the data-parallel ring all-reduces, and returns the
+iteration time with the timeline of every task (for Gantt charts). It shares every convention of
+the analytic model; only the schedule is replayed instead of summarised.
+
+Semantics (``machine[D, L]`` placement, ``m`` micro-batches, SI units):
+
+====================  ===========================================================================
+Compute tasks         ``F(r, j, l)``: forward of micro-batch ``j`` of replica ``r`` through layer
+                      ``l`` on ``machine[r, l]``, ``f_l / F_m`` seconds; ``B(r, j, l)`` backward,
+                      ``2 f_l / F_m``. A machine runs one task at a time (replicas and layers on
+                      one machine share its FLOP/s by queueing); a task is never preempted.
+Dependencies          ``F(r, j, v)`` needs ``F(r, j, u)`` for every edge ``u -> v``; the backward
+                      of a sink needs the forward of every sink of the micro-batch (the loss,
+                      no transfer); ``B(r, j, u)`` needs ``B(r, j, v)`` for every successor.
+Transfers             a cross-machine edge ``u -> v`` sends ``activation_bytes[u]`` from
+                      ``a = machine[r, u]`` to ``b = machine[r, v]`` after ``F(r, j, u)``, and
+                      the gradient (same bytes) from ``b`` to ``a`` after ``B(r, j, v)``; one
+                      transfer per edge, as in the analytic model. Each directed link is a FIFO
+                      queue: a transfer occupies it for ``bytes / bandwidth_bps[a, b]`` and
+                      arrives ``latency_s[a, b]`` after its transmission ends (latency delays,
+                      it does not occupy). Same-machine edges are free and instantaneous.
+Schedule ``gpipe``    forward priority: a free machine starts a ready forward before any ready
+                      backward (work-conserving: a backward runs when no forward is ready).
+Schedule ``1f1b``     one forward, one backward: per machine and replica at most
+                      ``k_r = min(m, S_r)`` micro-batches in flight (a forward started there,
+                      its backward there not finished), ``S_r`` = distinct machines of replica
+                      ``r`` (its pipeline depth). This ``k_r`` is exactly the stash count of the
+                      memory model (:func:`hulk_env.cost.stash_micro_batches`), so a simulated
+                      schedule never stashes more than the memory check allowed. Micro-batches
+                      are admitted on a machine in order ``0, 1, ...``: the in-flight set stays
+                      a window of consecutive micro-batches, which rules out deadlock. When
+                      both an admissible forward and a backward are ready, a machine finishes
+                      its current *unit* (the layers of one micro-batch, one kind, on this
+                      machine) and otherwise switches kind; backward first when it has no
+                      history. This is Megatron's 1F1B (warm-up forwards until the window is
+                      full, then alternate, then drain) generalised to any placement. Plain
+                      "backward priority" is not used: a bottleneck first stage with several
+                      backwards queued would run them all before the next forward and leave
+                      the rest of the pipeline idle for a whole round trip.
+Ties                  within a kind: replica, then micro-batch, then layer (ascending for
+                      forwards, descending for backwards). Events at the same instant are all
+                      applied before any free machine chooses its next task.
+Data parallel         for each layer the distinct machines of ``machine[:, l]`` in replica order
+                      (first occurrence kept) form a ring; layers with identical rings share one
+                      all-reduce of ``G = sum params_l * grad_bytes_per_param``. A ring of ``k``
+                      machines runs ``2 (k - 1)`` steps; in each step member ``i`` sends ``G / k``
+                      bytes to member ``i + 1`` (mod ``k``) over the directed link, queued on it
+                      like any transfer; member ``i`` starts step ``s + 1`` once step ``s``'s
+                      chunk from member ``i - 1`` has arrived. A ring starts when every member
+                      machine has finished all its compute (simplest correct rule, so no
+                      gradient is reduced before it exists) and its earlier rings; a machine in
+                      several rings runs them one after the other, rings ordered by their first
+                      layer. A member is free for its next ring once its last send has left and
+                      its last chunk has arrived.
+====================  ===========================================================================
+
+``pipeline_s`` is when the last compute task ends, ``iteration_time_s`` when the last all-reduce
+chunk arrives (or ``pipeline_s`` without data parallelism), ``dp_sync_s`` their difference.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import NamedTuple
+
+import numpy as np
+
+from hulk_env.cluster import Cluster
+from hulk_env.errors import HulkInputError
+from hulk_env.workload import Workload
+
+BACKWARD_FLOPS_FACTOR = 2.0  # backward = 2 x forward FLOPs, as in hulk_env.cost
+
+TASK_KINDS = ("forward", "backward", "transfer", "allreduce")
+
+
+class Task(NamedTuple):
+    """One interval of the timeline.
+
+    Attributes:
+        kind: ``"forward"``, ``"backward"``, ``"transfer"`` or ``"allreduce"``.
+        resource: ``"machine 3"`` for compute, ``"link 3->5"`` for transfers and all-reduce
+            chunks (the directed link they occupy).
+        replica: the replica ``r``; for an all-reduce chunk, the sender's position in its ring.
+        micro_batch: the micro-batch ``j``; for an all-reduce chunk, the step ``0 .. 2(k-1)-1``.
+        layer: the layer computed; for a transfer, the layer ``u`` whose output (forward) or
+            output gradient (backward) moves; for an all-reduce chunk, the ring id (the first
+            layer of the ring's group).
+        start_s: start of the computation or of the transmission, seconds.
+        end_s: end of the computation or of the transmission (the link is free again).
+        arrival_s: when a transfer or chunk reaches the receiver (``end_s`` + latency);
+            ``end_s`` for compute.
+        detail: a short label, e.g. ``"F 3->4"`` (activation of edge 3->4), ``"B 4->3"`` (its
+            gradient), ``"ring 0 step 2/6"``; empty for compute.
+    """
+
+    kind: str
+    resource: str
+    replica: int
+    micro_batch: int
+    layer: int
+    start_s: float
+    end_s: float
+    arrival_s: float
+    detail: str = ""
+
+
+class SimResult(NamedTuple):
+    """The outcome of one simulated iteration.
+
+    Attributes:
+        iteration_time_s: end of the last task, seconds.
+        pipeline_s: end of the last compute task (forward/backward), seconds.
+        dp_sync_s: ``iteration_time_s - pipeline_s``: data-parallel sync after the pipeline.
+        tasks: the timeline (compute tasks, transfers, all-reduce chunks) in start order;
+            empty when ``simulate(..., record=False)``.
+    """
+
+    iteration_time_s: float
+    pipeline_s: float
+    dp_sync_s: float
+    tasks: list[Task]
+
+
+class Ring(NamedTuple):
+    """One data-parallel all-reduce group.
+
+    Attributes:
+        first_layer: the lowest layer of the group; also the ring id.
+        machines: the ring's members in replica order (first occurrence kept).
+        layers: the layers whose gradients it reduces.
+        grad_bytes: ``G``, bytes all-reduced.
+    """
+
+    first_layer: int
+    machines: tuple[int, ...]
+    layers: tuple[int, ...]
+    grad_bytes: float
+
+
+# --------------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------------
+def simulate(
+    cluster: Cluster, workload: Workload, placement: np.ndarray, *, record: bool = True
+) -> SimResult:
+    """Simulate one training iteration of ``workload`` placed on ``cluster``.
+
+    Args:
+        cluster: machines and links.
+        workload: layer DAG and training settings (``num_micro_batches``, ``data_parallel``,
+            ``schedule``).
+        placement: ``[D, L]`` integer machine index of each layer of each replica.
+        record: keep the timeline in :attr:`SimResult.tasks` (switch off for speed when only
+            the times are needed).
+
+    Returns:
+        The iteration time, its pipeline and data-parallel parts, and the timeline.
+
+    Raises:
+        HulkInputError: (a ``ValueError``) if ``placement`` has the wrong shape, is not integer,
+            or names a machine outside ``0 .. M-1``.
+    """
+    mach = check_placement(cluster, workload, placement)
+    tasks: list[Task] | None = [] if record else None
+    finish, link_free = _simulate_pipeline(cluster, workload, mach, tasks)
+    pipeline_s = max(finish.values())
+    end_s = _simulate_allreduce(cluster, dp_rings(workload, mach), finish, link_free, tasks)
+    iteration_s = max(pipeline_s, end_s)
+    if tasks is not None:
+        tasks.sort(key=lambda t: (t.start_s, t.end_s))
+    return SimResult(iteration_s, pipeline_s, iteration_s - pipeline_s, tasks or [])
+
+
+def check_placement(cluster: Cluster, workload: Workload, placement: np.ndarray) -> np.ndarray:
+    """Return ``placement`` as an int64 ``[D, L]`` array, or raise a clear ``ValueError``.
+
+    Integer-valued floats are accepted; anything else that is not an integer index is not.
+    """
+    arr = np.asarray(placement)
+    d, n_layers, m = workload.data_parallel, workload.num_layers, cluster.num_machines
+    if arr.shape != (d, n_layers):
+        raise HulkInputError(
+            f"placement has shape {arr.shape}, expected ({d}, {n_layers}) "
+            f"(data_parallel={d}, layers={n_layers})",
+            field="placement",
+        )
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise HulkInputError(
+                f"placement must hold integer machine indices, got dtype {arr.dtype}",
+                field="placement",
+            )
+    if arr.min() < 0 or arr.max() >= m:
+        bad = int(arr.min() if arr.min() < 0 else arr.max())
+        raise HulkInputError(
+            f"placement refers to machine {bad}; valid indices are 0..{m - 1}", field="placement"
+        )
+    return arr.astype(np.int64)
+
+
+def stash_limits(workload: Workload, mach: np.ndarray) -> list[int]:
+    """Micro-batches each replica may have in flight per machine under 1F1B: ``min(m, S_r)``.
+
+    ``S_r`` is the number of distinct machines of replica ``r``; this equals the memory model's
+    1F1B stash count. GPipe has no limit (``m``).
+    """
+    m = workload.num_micro_batches
+    if workload.schedule == "gpipe":
+        return [m] * mach.shape[0]
+    return [min(m, len(set(row.tolist()))) for row in mach]
+
+
+def dp_rings(workload: Workload, mach: np.ndarray) -> list[Ring]:
+    """The data-parallel all-reduce groups of a placement, ordered by first layer.
+
+    Rings of a single machine (nothing to reduce) are left out.
+    """
+    grad = workload.params * workload.grad_bytes_per_param
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for layer, column in enumerate(mach.T.tolist()):
+        ring = tuple(dict.fromkeys(column))
+        groups.setdefault(ring, []).append(layer)
+    return [
+        Ring(layers[0], ring, tuple(layers), float(grad[layers].sum()))
+        for ring, layers in groups.items()
+        if len(ring) > 1
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# The pipeline: event loop over compute tasks and link transfers
+# --------------------------------------------------------------------------------------------
+def _simulate_pipeline(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, tasks: list[Task] | None
+) -> tuple[dict[int, float], dict[tuple[int, int], float]]:
+    """Run the forward/backward schedule; return each machine's last compute end and link states.
+
+    Task ids: ``((kind * D + r) * m + j) * L + layer`` with kind 0 = forward, 1 = backward.
+    Heap events: ``(time, seq, code)`` with ``code = 2 * task`` (task finished) or
+    ``2 * task + 1`` (one dependency of the task satisfied).
+    """
+    d, n_layers = mach.shape
+    nmb = workload.num_micro_batches
+    preds, succs = workload.predecessors, workload.successors
+    sinks = [v for v in range(n_layers) if not succs[v]]
+    lat = cluster.latency_s.tolist()
+    bw = cluster.bandwidth_bps.tolist()
+    act = workload.activation_bytes.tolist()
+    speed = cluster.flops.tolist()
+    flops = workload.flops.tolist()
+    rows = mach.tolist()
+    is_1f1b = workload.schedule == "1f1b"
+
+    # Machines actually used, renumbered 0..U-1 so per-machine state lives in short lists.
+    used = sorted({x for row in rows for x in row})
+    local = {x: i for i, x in enumerate(used)}
+    n_used = len(used)
+    loc_rows = [[local[x] for x in row] for row in rows]
+
+    # Link state shared by every replica (and later by the all-reduce): FIFO, so only the time
+    # the link becomes free matters.
+    link_id: dict[tuple[int, int], int] = {}
+
+    def link(a: int, b: int) -> int:
+        return link_id.setdefault((a, b), len(link_id))
+
+    # Per (r, layer): where its forward output / backward gradient goes.
+    # Entry: (target layer, link index or -1, seconds on the wire, latency, a, b).
+    fwd_out: list[list[tuple[int, int, float, float, int, int]]] = []
+    bwd_out: list[list[tuple[int, int, float, float, int, int]]] = []
+    for r in range(d):
+        row = rows[r]
+        for layer in range(n_layers):
+            a = row[layer]
+            fo = []
+            for v in succs[layer]:
+                b = row[v]
+                if a == b:
+                    fo.append((v, -1, 0.0, 0.0, a, b))
+                else:
+                    fo.append((v, link(a, b), act[layer] / bw[a][b], lat[a][b], a, b))
+            fwd_out.append(fo)
+            bo = []
+            for u in preds[layer]:
+                b = row[u]
+                if a == b:
+                    bo.append((u, -1, 0.0, 0.0, a, b))
+                else:
+                    bo.append((u, link(a, b), act[u] / bw[a][b], lat[a][b], a, b))
+            bwd_out.append(bo)
+    link_free = [0.0] * len(link_id)
+
+    # Per-task arrays, laid out by task id.
+    per_mb = d * nmb * n_layers  # tasks of one kind
+    n_tasks = 2 * per_mb
+    task_mach: list[int] = []
+    task_dur: list[float] = []
+    deps: list[int] = []
+    fdeps = [len(preds[layer]) for layer in range(n_layers)]
+    n_sinks = len(sinks)
+    bdeps = [len(succs[layer]) if succs[layer] else n_sinks for layer in range(n_layers)]
+    for kind in (0, 1):
+        factor = 1.0 if kind == 0 else BACKWARD_FLOPS_FACTOR
+        base_deps = fdeps if kind == 0 else bdeps
+        for r in range(d):
+            lrow = loc_rows[r]
+            durs = [factor * flops[layer] / speed[rows[r][layer]] for layer in range(n_layers)]
+            for _ in range(nmb):
+                task_mach.extend(lrow)
+                task_dur.extend(durs)
+                deps.extend(base_deps)
+
+    # 1F1B admission state per (local machine, replica).
+    limits = stash_limits(workload, mach)
+    limited = is_1f1b  # GPipe has no in-flight limit
+    next_admit = [0] * (n_used * d)
+    done_mb = [0] * (n_used * d)
+    layers_on = [0] * (n_used * d)
+    for r in range(d):
+        for x in loc_rows[r]:
+            layers_on[x * d + r] += 1
+    remaining_b = [
+        layers_on[x * d + r] for x in range(n_used) for r in range(d) for _ in range(nmb)
+    ]
+
+    # Ready queues per machine, one per kind; keys order replica, micro-batch, then layer
+    # (ascending for forwards, descending for backwards). Items: (key, task id).
+    fready: list[list[tuple[int, int]]] = [[] for _ in range(n_used)]
+    bready: list[list[tuple[int, int]]] = [[] for _ in range(n_used)]
+    # The unit (kind, replica, micro-batch) of the last task each machine started: 1F1B
+    # alternates units of the two kinds and finishes a unit before switching.
+    # Unit ids: r * m + j for forwards, that plus D * m for backwards; -1 before the first task.
+    units = d * nmb
+    last_unit = [-1] * n_used
+    busy = [False] * n_used
+    finish = [0.0] * n_used
+    events: list[tuple[float, int, int]] = []
+    seq = 0
+    completed = 0
+    names = [f"machine {x}" for x in used]
+
+    def pop_forward(x: int) -> tuple[int, int]:
+        """Pop the best admissible ready forward on ``x``: ``(task, admission key or -1)``.
+
+        The task is ``-1`` if none is admissible. A micro-batch's first forward on a machine
+        needs admission (1F1B): the caller commits it with :func:`admit` if it runs the task.
+        """
+        queue = fready[x]
+        if not limited:
+            return (heapq.heappop(queue)[1] if queue else -1), -1
+        skipped = []
+        chosen, admit_key = -1, -1
+        while queue:
+            item = heapq.heappop(queue)
+            tid = item[1]
+            r, j = divmod(tid // n_layers, nmb)
+            key = x * d + r
+            admitted = next_admit[key]
+            if j < admitted:
+                chosen = tid
+                break
+            if j == admitted and admitted - done_mb[key] < limits[r]:
+                chosen, admit_key = tid, key
+                break
+            skipped.append(item)
+        for item in skipped:
+            heapq.heappush(queue, item)
+        return chosen, admit_key
+
+    def start_next(x: int, now: float) -> None:
+        """Start the task the schedule picks on free machine ``x``, if one is ready."""
+        nonlocal seq
+        bqueue = bready[x]
+        fwd, admit_key = pop_forward(x)
+        bwd = bqueue[0][1] if bqueue else -1
+        if fwd >= 0 and bwd >= 0:
+            if not is_1f1b:
+                take_forward = True  # GPipe: forward priority
+            else:
+                # 1F1B: finish the current unit (a micro-batch's layers of one kind on this
+                # machine), otherwise switch kind: one forward, one backward. Backward first
+                # when the machine has no history.
+                unit = last_unit[x]
+                fwd_unit = fwd // n_layers
+                bwd_unit = (bwd - per_mb) // n_layers + units
+                if unit == fwd_unit:
+                    take_forward = True
+                elif unit == bwd_unit or unit < 0:
+                    take_forward = False
+                else:
+                    take_forward = unit >= units  # the last unit was a backward
+        else:
+            take_forward = fwd >= 0
+        if take_forward:
+            chosen = fwd
+            if admit_key >= 0:
+                next_admit[admit_key] += 1
+        else:
+            if fwd >= 0:
+                heapq.heappush(fready[x], (fwd, fwd))
+            if bwd < 0:
+                return
+            chosen = heapq.heappop(bqueue)[1]
+        end = now + task_dur[chosen]
+        busy[x] = True
+        seq += 1
+        heapq.heappush(events, (end, seq, 2 * chosen))
+        kind = 0 if chosen < per_mb else 1
+        q, layer = divmod(chosen - kind * per_mb, n_layers)
+        last_unit[x] = q + kind * units
+        if tasks is not None:
+            r, j = divmod(q, nmb)
+            tasks.append(Task(("forward", "backward")[kind], names[x], r, j, layer, now, end, end))
+
+    def satisfy(tid: int, dirty: list[int]) -> None:
+        deps[tid] -= 1
+        if deps[tid] == 0:
+            x = task_mach[tid]
+            if tid < per_mb:
+                heapq.heappush(fready[x], (tid, tid))
+            else:
+                rest = tid - per_mb
+                layer = rest % n_layers
+                heapq.heappush(bready[x], (rest - 2 * layer, tid))
+            dirty.append(x)
+
+    # Time zero: every forward of a source layer is ready.
+    dirty0: list[int] = []
+    for tid in range(per_mb):
+        if deps[tid] == 0:
+            deps[tid] = 1
+            satisfy(tid, dirty0)
+    for x in sorted(set(dirty0)):
+        start_next(x, 0.0)
+
+    while events:
+        now = events[0][0]
+        dirty: list[int] = []
+        while events and events[0][0] == now:
+            _, _, code = heapq.heappop(events)
+            tid = code >> 1
+            if code & 1:
+                satisfy(tid, dirty)
+                continue
+            # Task `tid` finished at `now`.
+            completed += 1
+            x = task_mach[tid]
+            busy[x] = False
+            finish[x] = now
+            dirty.append(x)
+            if tid < per_mb:
+                q, layer = divmod(tid, n_layers)
+                r = q // nmb
+                outs = fwd_out[r * n_layers + layer]
+                fbase = tid - layer
+                bbase = fbase + per_mb
+                target_base = fbase
+                if not succs[layer]:
+                    for s in sinks:
+                        satisfy(bbase + s, dirty)
+                label = "F"
+            else:
+                rest = tid - per_mb
+                q, layer = divmod(rest, n_layers)
+                r, j = divmod(q, nmb)
+                outs = bwd_out[r * n_layers + layer]
+                target_base = tid - layer
+                label = "B"
+                key = (x * d + r) * nmb + j
+                remaining_b[key] -= 1
+                if remaining_b[key] == 0:
+                    done_mb[x * d + r] += 1
+            for target, li, wire_s, lat_s, a, b in outs:
+                if li < 0:
+                    satisfy(target_base + target, dirty)
+                    continue
+                start = link_free[li]
+                if start < now:
+                    start = now
+                end = start + wire_s
+                link_free[li] = end
+                arrive = end + lat_s
+                seq += 1
+                heapq.heappush(events, (arrive, seq, 2 * (target_base + target) + 1))
+                if tasks is not None:
+                    j = (tid // n_layers) % nmb
+                    moved = layer if label == "F" else target
+                    tasks.append(
+                        Task(
+                            "transfer",
+                            f"link {a}->{b}",
+                            r,
+                            j,
+                            moved,
+                            start,
+                            end,
+                            arrive,
+                            f"{label} {layer}->{target}",
+                        )
+                    )
+        for x in dirty:
+            if not busy[x]:
+                start_next(x, now)
+
+    if completed != n_tasks:  # pragma: no cover - the in-order admission rules this out
+        raise RuntimeError(f"schedule deadlocked after {completed} of {n_tasks} tasks")
+    by_machine = {used[i]: finish[i] for i in range(n_used)}
+    links = {ab: link_free[i] for ab, i in link_id.items()}
+    return by_machine, links
+
+
+# --------------------------------------------------------------------------------------------
+# Data parallel: ring all-reduces after the pipeline
+# --------------------------------------------------------------------------------------------
+def _simulate_allreduce(
+    cluster: Cluster,
+    rings: list[Ring],
+    finish: dict[int, float],
+    link_free: dict[tuple[int, int], float],
+    tasks: list[Task] | None,
+) -> float:
+    """Replay the ring all-reduces chunk by chunk; return when the last one ends (0 if none).
+
+    Args:
+        cluster: the links.
+        rings: the all-reduce groups, in the order machines run them.
+        finish: each machine's end of compute (a ring's members are free from then on).
+        link_free: when each directed link is free again; updated in place.
+        tasks: the timeline to append the chunks to, or ``None``.
+    """
+    lat = cluster.latency_s
+    bw = cluster.bandwidth_bps
+    avail = dict(finish)
+    last = 0.0
+    for ring in rings:
+        members = ring.machines
+        k = len(members)
+        chunk = ring.grad_bytes / k
+        hops = [(members[i], members[(i + 1) % k]) for i in range(k)]
+        wire = [chunk / float(bw[a, b]) for a, b in hops]
+        delay = [float(lat[a, b]) for a, b in hops]
+        t0 = max(avail[x] for x in members)
+        ready = [t0] * k  # when member i may send its next chunk
+        sent = [t0] * k  # when member i's latest send left its link
+        steps = 2 * (k - 1)
+        for step in range(steps):
+            arrivals = [0.0] * k
+            for i, (a, b) in enumerate(hops):
+                start = max(ready[i], link_free.get((a, b), 0.0))
+                end = start + wire[i]
+                link_free[(a, b)] = end
+                sent[i] = end
+                arrivals[(i + 1) % k] = end + delay[i]
+                if tasks is not None:
+                    tasks.append(
+                        Task(
+                            "allreduce",
+                            f"link {a}->{b}",
+                            i,
+                            step,
+                            ring.first_layer,
+                            start,
+                            end,
+                            end + delay[i],
+                            f"ring {ring.first_layer} step {step}/{steps}",
+                        )
+                    )
+            ready = arrivals
+        for i, x in enumerate(members):
+            avail[x] = max(sent[i], ready[i])
+            last = max(last, avail[x])
+    return last
