@@ -30,8 +30,8 @@ Sources of clusters (:func:`load_cluster` takes any of them):
 
   Links are derived from the regions by default (:func:`hulk_env.geo.link_matrices`: LAN inside
   a region, the distance model across) and flagged ``imputed`` (estimated, not measured).
-  A ``links`` entry names machines or regions as ``a`` and ``b`` (a region means all of its
-  machines); ``latency_ms`` is one-way; ``bandwidth_gbps`` is optional (default: LAN value in a
+  A ``links`` entry names machines, counted entries (all copies) or regions (all their
+  machines) as ``a`` and ``b``; ``latency_ms`` is one-way; ``bandwidth_gbps`` is optional (default: LAN value in a
   region, else the WAN fit of the RTT ``2 x latency_ms``). Explicit pairs are not ``imputed``.
   JSON files hold the same object.
 """
@@ -850,13 +850,20 @@ def _machines_from_entry(
 
 
 def _link_members(
-    value: object, machines: Sequence[Machine], src: str, row, key: str
+    value: object,
+    machines: Sequence[Machine],
+    groups: dict[str, list[int]],
+    src: str,
+    row: int | str,
+    key: str,
 ) -> list[int]:
-    """Machine indices a link end names: one machine, or all machines of a region."""
+    """Machine indices a link end names: a machine, a counted entry's name, or a region."""
     text = str(value).strip() if isinstance(value, (str, int)) else ""
     for i, mc in enumerate(machines):
         if mc.name == text:
             return [i]
+    if text in groups:
+        return groups[text]
     city = geo.find_city(text) if text else None
     region = city.name if city is not None else text
     members = [i for i, mc in enumerate(machines) if mc.region == region]
@@ -872,7 +879,13 @@ def _link_members(
 
 
 def _apply_links(
-    links: object, machines: Sequence[Machine], src: str, latency_s, bandwidth_bps, imputed
+    links: object,
+    machines: Sequence[Machine],
+    groups: dict[str, list[int]],
+    src: str,
+    latency_s: np.ndarray,
+    bandwidth_bps: np.ndarray,
+    imputed: np.ndarray,
 ) -> None:
     """Overwrite the derived link matrices (in place) with the file's explicit ``links``."""
     if not isinstance(links, list):
@@ -893,8 +906,8 @@ def _apply_links(
         for key in ("a", "b", "latency_ms"):
             if key not in link:
                 raise HulkInputError(f"missing {key}", source=src, row=row, field=key)
-        ends_a = _link_members(link["a"], machines, src, row, "a")
-        ends_b = _link_members(link["b"], machines, src, row, "b")
+        ends_a = _link_members(link["a"], machines, groups, src, row, "a")
+        ends_b = _link_members(link["b"], machines, groups, src, row, "b")
         latency_ms = _number(link["latency_ms"], src, row, "latency_ms", minimum=0)
         bw_gbps = None
         if link.get("bandwidth_gbps") is not None:
@@ -941,8 +954,14 @@ def load_cluster_file(path: str | Path) -> Cluster:
     auto_names: dict[str, int] = {}
     first_row: dict[str, object] = {}
     machines: list[Machine] = []
+    groups: dict[str, list[int]] = {}  # name of a counted entry -> its copies, for links
     for pos, entry in enumerate(entries, start=1):
-        for mc in _machines_from_entry(entry, pos, src, mfu, auto_names):
+        copies = _machines_from_entry(entry, pos, src, mfu, auto_names)
+        if len(copies) > 1 and entry.get("name") is not None:
+            groups[str(entry["name"]).strip()] = list(
+                range(len(machines), len(machines) + len(copies))
+            )
+        for mc in copies:
             row = entry.get(_LINE, f"machine {pos}")
             if mc.name in first_row:
                 raise HulkInputError(
@@ -960,7 +979,7 @@ def load_cluster_file(path: str | Path) -> Cluster:
     )
     imputed = ~np.eye(len(machines), dtype=bool)
     if data.get("links") is not None:
-        _apply_links(data["links"], machines, src, latency_s, bandwidth_bps, imputed)
+        _apply_links(data["links"], machines, groups, src, latency_s, bandwidth_bps, imputed)
     name = str(data.get("name") or file.stem)
     try:
         return Cluster(tuple(machines), latency_s, bandwidth_bps, imputed, name=name)
