@@ -30,10 +30,10 @@ Sources of clusters (:func:`load_cluster` takes any of them):
 
   Links are derived from the regions by default (:func:`hulk_env.geo.link_matrices`: LAN inside
   a region, the distance model across) and flagged ``imputed`` (estimated, not measured).
-  A ``links`` entry names machines, counted entries (all copies) or regions (all their
-  machines) as ``a`` and ``b``; ``latency_ms`` is one-way; ``bandwidth_gbps`` is optional (default: LAN value in a
-  region, else the WAN fit of the RTT ``2 x latency_ms``). Explicit pairs are not ``imputed``.
-  JSON files hold the same object.
+  A ``links`` entry names as ``a`` and ``b`` a machine, a counted entry (all its copies) or a
+  region (all its machines); ``latency_ms`` is one-way; ``bandwidth_gbps`` is optional
+  (default: the LAN value inside a region, else the WAN fit of the RTT ``2 x latency_ms``).
+  Explicit pairs are not ``imputed``. JSON files hold the same object.
 """
 
 from __future__ import annotations
@@ -495,8 +495,9 @@ def _read_hulk_nodes(file: Path, mfu: float) -> tuple[list[Machine], dict[int, i
         rows = list(csv.reader(fh))
     header = [c.strip().lower() for c in rows[0]] if rows else []
     if header != [c.lower() for c in HULK_NODE_COLUMNS]:
+        got = ",".join(rows[0]) if rows else "an empty file"
         raise HulkInputError(
-            f"expected the header {','.join(HULK_NODE_COLUMNS)}, got {','.join(rows[0]) if rows else 'an empty file'}",
+            f"expected the header {','.join(HULK_NODE_COLUMNS)}, got {got}",
             source=src,
             row=1,
             field="header",
@@ -509,7 +510,8 @@ def _read_hulk_nodes(file: Path, mfu: float) -> tuple[list[Machine], dict[int, i
             continue  # blank line
         if len(cells) != len(HULK_NODE_COLUMNS):
             raise HulkInputError(
-                f"expected {len(HULK_NODE_COLUMNS)} columns ({','.join(HULK_NODE_COLUMNS)}), got {len(cells)}",
+                f"expected {len(HULK_NODE_COLUMNS)} columns ({','.join(HULK_NODE_COLUMNS)}), "
+                f"got {len(cells)}",
                 source=src,
                 row=line,
             )
@@ -566,7 +568,8 @@ def _read_hulk_edges(
                 continue
             if len(cells) != len(HULK_EDGE_COLUMNS):
                 raise HulkInputError(
-                    f"expected {len(HULK_EDGE_COLUMNS)} columns '{' '.join(HULK_EDGE_COLUMNS)}', got {len(cells)}",
+                    f"expected {len(HULK_EDGE_COLUMNS)} columns '{' '.join(HULK_EDGE_COLUMNS)}', "
+                    f"got {len(cells)}",
                     source=src,
                     row=line,
                 )
@@ -595,6 +598,70 @@ def _read_hulk_edges(
                 continue
             pairs.setdefault((i, j), []).append(rtt_ms)
     return pairs, self_loops
+
+
+def _resolve_measurements(
+    pairs: dict[tuple[int, int], list[float]], machines: Sequence[Machine], min_rtt_fraction: float
+) -> tuple[np.ndarray, int, int, list[str]]:
+    """Rules 3-4 of :func:`load_hulk_dir`: one RTT per pair (the minimum), impossible ones dropped.
+
+    Returns:
+        ``(rtt_ms, duplicate_pairs, impossible_pairs, notes)``; ``rtt_ms`` is ``[M, M]`` with NaN
+        where no measurement is kept.
+    """
+    m = len(machines)
+    city = [mc.region for mc in machines]
+    lats = np.array([mc.lat for mc in machines])
+    lons = np.array([mc.lon for mc in machines])
+    km = geo.great_circle_km(lats[:, None], lons[:, None], lats[None, :], lons[None, :])
+    rtt_ms = np.full((m, m), np.nan)
+    notes: list[str] = []
+    duplicates = 0
+    impossible: dict[tuple[str, str], list[float]] = {}
+    for (i, j), values in sorted(pairs.items()):
+        if len(values) > 1:
+            duplicates += 1
+            notes.append(
+                f"duplicate pair {machines[i].name}({city[i]})-{machines[j].name}({city[j]}) "
+                f"measured {', '.join(f'{v:g}' for v in values)} ms: kept {min(values):g} ms"
+            )
+        value = min(values)
+        if city[i] != city[j] and value < min_rtt_fraction * geo.min_rtt_ms_physical(km[i, j]):
+            impossible.setdefault(_pair_key(city[i], city[j]), []).append(value)
+            continue
+        rtt_ms[i, j] = rtt_ms[j, i] = value
+    for (a, b), values in impossible.items():
+        ca, cb = geo.CITIES[a], geo.CITIES[b]
+        dist = geo.great_circle_km(ca.lat, ca.lon, cb.lat, cb.lon)
+        notes.append(
+            f"dropped {len(values)} impossible pair(s) {a}-{b}: {min(values):g}-{max(values):g} "
+            f"ms < {geo.min_rtt_ms_physical(dist):.1f} ms, light in fibre over {dist:.0f} km"
+        )
+    return rtt_ms, duplicates, sum(len(v) for v in impossible.values()), notes
+
+
+def _impute_missing(
+    rtt_ms: np.ndarray, measured: np.ndarray, city: Sequence[str], model_ms: np.ndarray
+) -> tuple[int, int]:
+    """Rule 5 of :func:`load_hulk_dir`, in place: fill unmeasured pairs of ``rtt_ms``.
+
+    Returns:
+        ``(from_city_pairs, from_geography)``: how many pairs got the median of the same two
+        cities' measurements, and how many the distance model ``model_ms``.
+    """
+    by_cities: dict[tuple[str, str], list[float]] = {}
+    for i, j in zip(*np.nonzero(np.triu(measured, 1)), strict=True):
+        by_cities.setdefault(_pair_key(city[i], city[j]), []).append(rtt_ms[i, j])
+    from_cities = from_geo = 0
+    for i, j in zip(*np.nonzero(np.triu(~measured, 1)), strict=True):
+        values = by_cities.get(_pair_key(city[i], city[j]))
+        if values:
+            rtt_ms[i, j] = rtt_ms[j, i] = float(np.median(values))
+            from_cities += 1
+        else:
+            rtt_ms[i, j] = rtt_ms[j, i] = model_ms[i, j]
+            from_geo += 1
+    return from_cities, from_geo
 
 
 def load_hulk_dir(
@@ -642,55 +709,16 @@ def load_hulk_dir(
         )
     machines, index, stripped = _read_hulk_nodes(root / HULK_NODE_FILE, mfu)
     pairs, self_loops = _read_hulk_edges(root / HULK_EDGE_FILE, index)
-    m = len(machines)
     city = [mc.region for mc in machines]
     lats = np.array([mc.lat for mc in machines])
     lons = np.array([mc.lon for mc in machines])
-    km = geo.great_circle_km(lats[:, None], lons[:, None], lats[None, :], lons[None, :])
     same = geo.same_region(city)
-    notes: list[str] = []
-
-    def label(i: int) -> str:
-        return f"{machines[i].name}({city[i]})"
-
-    rtt_ms = np.full((m, m), np.nan)
-    duplicates = 0
-    impossible: dict[tuple[str, str], list[float]] = {}
-    for (i, j), values in sorted(pairs.items()):
-        if len(values) > 1:
-            duplicates += 1
-            notes.append(
-                f"duplicate pair {label(i)}-{label(j)} measured "
-                f"{', '.join(f'{v:g}' for v in values)} ms: kept {min(values):g} ms"
-            )
-        value = min(values)
-        if not same[i, j] and value < min_rtt_fraction * geo.min_rtt_ms_physical(km[i, j]):
-            impossible.setdefault(_pair_key(city[i], city[j]), []).append(value)
-            continue
-        rtt_ms[i, j] = rtt_ms[j, i] = value
-    for (a, b), values in impossible.items():
-        ca, cb = geo.CITIES[a], geo.CITIES[b]
-        dist = geo.great_circle_km(ca.lat, ca.lon, cb.lat, cb.lon)
-        notes.append(
-            f"dropped {len(values)} impossible pair(s) {a}-{b}: {min(values):g}-{max(values):g} ms "
-            f"< {geo.min_rtt_ms_physical(dist):.1f} ms, light in fibre over {dist:.0f} km"
-        )
+    rtt_ms, duplicates, impossible, notes = _resolve_measurements(pairs, machines, min_rtt_fraction)
     measured = np.isfinite(rtt_ms)
     np.fill_diagonal(rtt_ms, 0.0)
-
-    by_cities: dict[tuple[str, str], list[float]] = {}
-    for i, j in zip(*np.nonzero(np.triu(measured, 1)), strict=True):
-        by_cities.setdefault(_pair_key(city[i], city[j]), []).append(rtt_ms[i, j])
-    model = geo.modelled_rtt_ms(lats, lons, city)
-    from_cities = from_geo = 0
-    for i, j in zip(*np.nonzero(np.triu(~measured, 1)), strict=True):
-        values = by_cities.get(_pair_key(city[i], city[j]))
-        if values:
-            rtt_ms[i, j] = rtt_ms[j, i] = float(np.median(values))
-            from_cities += 1
-        else:
-            rtt_ms[i, j] = rtt_ms[j, i] = model[i, j]
-            from_geo += 1
+    from_cities, from_geo = _impute_missing(
+        rtt_ms, measured, city, geo.modelled_rtt_ms(lats, lons, city)
+    )
 
     latency_s, bandwidth_bps = geo.links_from_rtt_ms(rtt_ms, same)
     imputed = ~measured
@@ -698,12 +726,12 @@ def load_hulk_dir(
     cluster = Cluster(tuple(machines), latency_s, bandwidth_bps, imputed, name=root.name)
     report = CleaningReport(
         source=str(root),
-        machines=m,
+        machines=len(machines),
         regions=len(cluster.regions),
         names_stripped=stripped,
         self_loops=self_loops,
         duplicate_pairs=duplicates,
-        impossible_edges=sum(len(v) for v in impossible.values()),
+        impossible_edges=impossible,
         measured_pairs=int(np.triu(measured, 1).sum()),
         imputed_pairs=from_cities + from_geo,
         imputed_from_city_pairs=from_cities,

@@ -161,7 +161,7 @@ _ALIASES = {
 
 
 def _key(name: str) -> str:
-    """Case-, accent-, punctuation- and space-insensitive key: ``" São  Paulo"`` -> ``"sao paulo"``."""
+    """Case-, accent-, punctuation- and space-blind key: ``" São  Paulo"`` -> ``"sao paulo"``."""
     text = unicodedata.normalize("NFKD", str(name))
     text = "".join(ch for ch in text if not unicodedata.combining(ch))
     text = "".join(ch if ch.isalnum() else " " for ch in text.lower())
