@@ -206,8 +206,8 @@ def gpus_from_total_memory(cc: float | str, total_memory_gb: float) -> tuple[Gpu
     ``1..MAX_GPUS_PER_MACHINE``, pick the one whose ``n x memory per GPU`` is closest to the
     machine's memory (relative error); ties go to the count nearest
     :data:`STANDARD_GPUS_PER_MACHINE` (so 320 GB of 8.0 is 8 x A100-40GB, not 4 x A100-80GB,
-    and 640 GB is 8 x A100-80GB, not 16 x A100-40GB), then to catalog order. Examples: 7.0/384 GB -> 12 x V100-32GB,
-    8.6/152 GB -> 6 x A10 (144 GB, 5% off), 6.1/64 GB -> 8 x GTX-1080.
+    and 640 GB is 8 x A100-80GB, not 16 x A100-40GB), then to catalog order. Examples:
+    7.0/384 GB -> 12 x V100-32GB, 8.6/152 GB -> 6 x A10 (144 GB, 5% off), 6.1/64 GB -> 8 x GTX-1080.
 
     Raises:
         HulkInputError: unknown capability or non-positive memory.
