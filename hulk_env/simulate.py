@@ -576,3 +576,181 @@ def _simulate_allreduce(
             avail[x] = max(sent[i], ready[i])
             last = max(last, avail[x])
     return last
+
+
+# --------------------------------------------------------------------------------------------
+# Validation of the analytic model against the simulator
+# --------------------------------------------------------------------------------------------
+PLACEMENT_STYLES = ("pipeline", "uneven", "perturbed", "scattered")
+"""How :func:`random_placement` draws a placement:
+
+- ``pipeline``: contiguous stages over a random chain of machines, the same cut points for
+  every replica, replicas on disjoint machines when the cluster has enough (the common case);
+- ``uneven``: contiguous stages, each replica with its own cut points, depth and machines
+  (replicas may share machines);
+- ``perturbed``: a ``pipeline`` placement with about 10% of the layers moved to another machine
+  of their replica's chain (what a local search or a learning agent produces);
+- ``scattered``: every layer on a random machine of a small random pool (2-6 machines).
+"""
+STYLE_WEIGHTS = (0.5, 0.2, 0.15, 0.15)
+VALIDATION_CLUSTERS = ("paper-12city-47", "cloud-3region", "cloud-8region")
+VALIDATION_MODELS = (
+    "gpt3-350m",
+    "gpt3-1.3b",
+    "gpt3-2.7b",
+    "gpt3-13b",
+    "llama-7b",
+    "bloom-176b",
+    "t5-11b",
+    "bert-large",
+)
+MAX_PIPELINE_DEPTH = 8
+
+
+class ValidationCase(NamedTuple):
+    """One placement to evaluate with both models."""
+
+    cluster: Cluster
+    workload: Workload
+    placement: np.ndarray
+    style: str
+
+
+class Comparison(NamedTuple):
+    """Analytic vs simulated iteration times over a set of cases.
+
+    Attributes:
+        analytic_s: ``[N]`` :func:`hulk_env.cost.evaluate` iteration times.
+        simulated_s: ``[N]`` :func:`simulate` iteration times.
+        rel_error: ``[N]`` signed ``(analytic - simulated) / simulated``.
+        median_rel_err: median of ``|rel_error|``.
+        p95_rel_err: 95th percentile of ``|rel_error|``.
+        styles: ``[N]`` placement style of each case.
+        schedules: ``[N]`` schedule of each case.
+    """
+
+    analytic_s: np.ndarray
+    simulated_s: np.ndarray
+    rel_error: np.ndarray
+    median_rel_err: float
+    p95_rel_err: float
+    styles: np.ndarray
+    schedules: np.ndarray
+
+    def summary(self) -> dict:
+        """JSON-ready error statistics, overall and per style and schedule."""
+        out: dict = {
+            "cases": len(self.rel_error),
+            "median_rel_err": self.median_rel_err,
+            "p95_rel_err": self.p95_rel_err,
+            "mean_signed_rel_err": float(self.rel_error.mean()),
+        }
+        for label, keys in (("by_style", self.styles), ("by_schedule", self.schedules)):
+            groups = {}
+            for key in dict.fromkeys(keys.tolist()):
+                err = np.abs(self.rel_error[keys == key])
+                groups[key] = {
+                    "cases": len(err),
+                    "median_rel_err": float(np.median(err)),
+                    "p95_rel_err": float(np.percentile(err, 95)),
+                }
+            out[label] = groups
+        return out
+
+
+def random_placement(
+    rng: np.random.Generator, num_machines: int, workload: Workload, style: str
+) -> np.ndarray:
+    """Draw a ``[D, L]`` placement of one of the :data:`PLACEMENT_STYLES` (memory ignored)."""
+    d, n_layers = workload.data_parallel, workload.num_layers
+    if style == "scattered":
+        pool = rng.choice(
+            num_machines, size=min(num_machines, int(rng.integers(2, 7))), replace=False
+        )
+        return rng.choice(pool, size=(d, n_layers)).astype(np.int64)
+    if style not in PLACEMENT_STYLES:
+        raise ValueError(f"unknown placement style {style!r}; choose one of {PLACEMENT_STYLES}")
+    per_replica = max(1, num_machines // d)
+    depth = int(rng.integers(1, min(MAX_PIPELINE_DEPTH, n_layers, per_replica) + 1))
+    cuts = _random_cuts(rng, n_layers, depth)
+    order = rng.permutation(num_machines)
+    out = np.empty((d, n_layers), dtype=np.int64)
+    for r in range(d):
+        if style == "uneven":
+            depth_r = int(rng.integers(1, min(MAX_PIPELINE_DEPTH, n_layers, num_machines) + 1))
+            chain = rng.choice(num_machines, size=depth_r, replace=False)
+            stage = _stage_of_layer(_random_cuts(rng, n_layers, depth_r), n_layers)
+        else:
+            chain = (
+                order[r * depth : (r + 1) * depth]
+                if depth * d <= num_machines
+                else (rng.choice(num_machines, size=depth, replace=False))
+            )
+            stage = _stage_of_layer(cuts, n_layers)
+        out[r] = chain[stage]
+        if style == "perturbed" and len(chain) > 1:
+            moved = rng.random(n_layers) < 0.1
+            out[r, moved] = rng.choice(chain, size=int(moved.sum()))
+    return out
+
+
+def validation_cases(num_cases: int = 500, seed: int = 0) -> list[ValidationCase]:
+    """A seeded set of placements over the named clusters and models of :mod:`hulk_env.catalog`.
+
+    Both schedules (alternating), ``D`` drawn from ``{1, 2, 4}``, 8 micro-batches, styles drawn
+    with :data:`STYLE_WEIGHTS`. Same seed, same cases.
+    """
+    from hulk_env import catalog  # the catalog builds models; only this helper needs it
+
+    rng = np.random.default_rng(seed)
+    clusters = [catalog.get_cluster(name) for name in VALIDATION_CLUSTERS]
+    models: dict[tuple[str, int, str], Workload] = {}
+    cases = []
+    for i in range(num_cases):
+        cluster = clusters[int(rng.integers(len(clusters)))]
+        name = VALIDATION_MODELS[int(rng.integers(len(VALIDATION_MODELS)))]
+        d = int(rng.choice([1, 2, 4]))
+        schedule = ("gpipe", "1f1b")[i % 2]
+        key = (name, d, schedule)
+        if key not in models:
+            models[key] = catalog.get_model(
+                name, data_parallel=d, schedule=schedule, num_micro_batches=8
+            )
+        style = PLACEMENT_STYLES[int(rng.choice(len(PLACEMENT_STYLES), p=STYLE_WEIGHTS))]
+        placement = random_placement(rng, cluster.num_machines, models[key], style)
+        cases.append(ValidationCase(cluster, models[key], placement, style))
+    return cases
+
+
+def analytic_vs_simulated(cases: list[ValidationCase]) -> Comparison:
+    """Relative error of :func:`hulk_env.cost.evaluate` against :func:`simulate` on ``cases``."""
+    from hulk_env.cost import evaluate  # cost.py documents its formulas against this module
+
+    analytic = np.array(
+        [float(evaluate(c.cluster, c.workload, c.placement).iteration_time_s) for c in cases]
+    )
+    simulated = np.array(
+        [simulate(c.cluster, c.workload, c.placement, record=False).iteration_time_s for c in cases]
+    )
+    rel = (analytic - simulated) / simulated
+    return Comparison(
+        analytic_s=analytic,
+        simulated_s=simulated,
+        rel_error=rel,
+        median_rel_err=float(np.median(np.abs(rel))),
+        p95_rel_err=float(np.percentile(np.abs(rel), 95)),
+        styles=np.array([c.style for c in cases]),
+        schedules=np.array([c.workload.schedule for c in cases]),
+    )
+
+
+def _random_cuts(rng: np.random.Generator, n_layers: int, depth: int) -> np.ndarray:
+    """``depth - 1`` sorted distinct cut points in ``1 .. L-1``."""
+    if depth <= 1:
+        return np.zeros(0, dtype=np.int64)
+    return np.sort(rng.choice(np.arange(1, n_layers), size=depth - 1, replace=False))
+
+
+def _stage_of_layer(cuts: np.ndarray, n_layers: int) -> np.ndarray:
+    """``[L]`` stage index of each layer for contiguous stages split at ``cuts``."""
+    return np.searchsorted(cuts, np.arange(n_layers), side="right")
