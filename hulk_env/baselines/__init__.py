@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from hulk_env.baselines.anneal import anneal
 from hulk_env.baselines.base import PlacementResult
+from hulk_env.baselines.chain_dp import latency_chain_dp
+from hulk_env.baselines.exact import exact
+from hulk_env.baselines.genetic import genetic
+from hulk_env.baselines.greedy import compute_greedy
 from hulk_env.baselines.naive import naive
+from hulk_env.baselines.partition import partition
+from hulk_env.baselines.random_search import random_best_of_n, random_placement
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
 
@@ -13,6 +20,14 @@ Method = Callable[[Instance, int, "int | None"], PlacementResult]
 
 METHODS: dict[str, Method] = {
     "naive": naive,
+    "random": random_placement,
+    "random-best-of-n": random_best_of_n,
+    "compute-greedy": compute_greedy,
+    "latency-chain-dp": latency_chain_dp,
+    "partition": partition,
+    "genetic": genetic,
+    "anneal": anneal,
+    "exact": exact,
 }
 
 
@@ -31,4 +46,4 @@ def get_method(name: str) -> Method:
         ) from None
 
 
-__all__ = ["METHODS", "PlacementResult", "get_method", "method_names"]
+__all__ = ["METHODS", "Method", "PlacementResult", "get_method", "method_names"]

@@ -2,7 +2,9 @@
 
 Machines are taken in listed order. Each replica in turn takes the next ``k`` machines (wrapping
 around, sharing machines with earlier replicas if it must) and splits its layers evenly and
-contiguously over them, with the smallest ``k`` whose split fits in the memory left.
+contiguously over them, with the smallest ``k`` whose split fits in the memory left. When no even
+split fits (machines too small for an even share), the replica fills machines in listed order
+instead: each takes as many of the next layers as fit, machines that fit none are skipped.
 """
 
 from __future__ import annotations
@@ -50,5 +52,31 @@ def naive(instance: Instance, seed: int = 0, budget: int | None = None) -> Place
                 cursor = (cursor + k) % m
                 break
         else:
-            return PlacementResult("naive", None, 0, capacity_reason(instance))
+            row = fill_in_order(instance, (cursor + np.arange(m)) % m, free)
+            if row is None:
+                return PlacementResult("naive", None, 0, capacity_reason(instance))
+            placement[r] = row
+            cursor = (int(row[-1]) + 1) % m
     return PlacementResult("naive", placement, 0)
+
+
+def fill_in_order(instance: Instance, order: np.ndarray, free: np.ndarray) -> np.ndarray | None:
+    """``[L]`` machines when layers fill ``order`` first-fit and contiguously, or ``None``.
+
+    Uses the stash of the deepest possible pipeline, so the result fits whatever its depth;
+    ``free`` is reduced by what the replica takes (only on success).
+    """
+    n_layers = instance.num_layers
+    need = layer_memory_bytes(instance, stash_count(instance, min(len(order), n_layers)))
+    row = np.empty(n_layers, dtype=np.int64)
+    left = free.copy()
+    layer = 0
+    for mach in order:
+        while layer < n_layers and need[layer] <= left[mach]:
+            left[mach] -= need[layer]
+            row[layer] = mach
+            layer += 1
+        if layer == n_layers:
+            free[:] = left
+            return row
+    return None

@@ -1,0 +1,68 @@
+"""From ordered machine lists (chains) to candidate placements, with the stage DP.
+
+Used by ``latency-chain-dp`` and ``partition``. With ``D`` replicas a chain yields three kinds
+of candidates, and the cost model picks among them (data-parallel sync is not in the DP):
+
+- *shared*: every replica on the same chain prefix (no gradient traffic, shared FLOP/s);
+- *blocks*: the chain cut into ``D`` consecutive blocks, replica ``r`` split over block ``r``
+  (replicas on disjoint, nearby machines);
+- *interleaved*: replica ``r`` on machines ``r, r + D, r + 2D, ...`` of the chain (the machines
+  of one stage across replicas are neighbours, so the gradient rings are short).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hulk_env.baselines.stage_dp import Split, split_chain
+from hulk_env.instance import Instance
+
+Candidate = tuple[float, np.ndarray]  # (DP estimate in seconds, placement [D, L])
+
+
+def chain_candidates(instance: Instance, chain: np.ndarray) -> list[Candidate]:
+    """Candidate placements from one chain (all prefix lengths, all replica layouts)."""
+    d = instance.data_parallel
+    chain = np.asarray(chain, dtype=np.int64)
+    free = instance.cluster.memory_bytes
+    out: list[Candidate] = []
+    for split in split_chain(instance, chain, free, share=d):
+        out.append((split.estimate_s, np.tile(split.row, (d, 1))))
+    if d > 1 and len(chain) >= d:
+        size = len(chain) // d
+        blocks = [chain[r * size : (r + 1) * size] for r in range(d)]
+        out += replica_chain_candidates(instance, blocks)
+        out += replica_chain_candidates(instance, [chain[r::d] for r in range(d)])
+    return out
+
+
+def replica_chain_candidates(instance: Instance, chains: list[np.ndarray]) -> list[Candidate]:
+    """Replica ``r`` split over ``chains[r]`` (the chains must not share machines).
+
+    Candidates: every stage count feasible for all replicas (aligned stages, so the gradient
+    rings line up), plus each replica at its own best stage count.
+    """
+    free = instance.cluster.memory_bytes
+    per_replica = [_best_per_count(split_chain(instance, ch, free)) for ch in chains]
+    if any(not splits for splits in per_replica):
+        return []
+    out: list[Candidate] = []
+    common = set.intersection(*(set(splits) for splits in per_replica))
+    for j in sorted(common):
+        chosen = [splits[j] for splits in per_replica]
+        out.append(_combine(chosen))
+    best = [min(splits.values(), key=lambda s: s.estimate_s) for splits in per_replica]
+    out.append(_combine(best))
+    return out
+
+
+def _best_per_count(splits: list[Split]) -> dict[int, Split]:
+    best: dict[int, Split] = {}
+    for s in splits:
+        if s.num_stages not in best or s.estimate_s < best[s.num_stages].estimate_s:
+            best[s.num_stages] = s
+    return best
+
+
+def _combine(splits: list[Split]) -> Candidate:
+    return max(s.estimate_s for s in splits), np.stack([s.row for s in splits])

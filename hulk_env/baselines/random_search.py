@@ -1,0 +1,118 @@
+"""``random`` and ``random-best-of-n``: random memory-feasible contiguous placements.
+
+A uniform draw over all ``M^(D L)`` placements almost never fits in memory for a large model and
+scatters every layer; the sampler instead draws what a placement usually looks like: per replica,
+a random machine order and random contiguous stage sizes, each stage as long as a uniform draw
+between one layer and the most that fit in the machine's free memory (machines that fit none are
+skipped). Replicas are drawn in turn and share the memory left. The stash assumed is that of the
+deepest possible pipeline, so every draw fits; when that never succeeds (very tight memory),
+draws assume a one-stage stash and the cost model's exact memory check filters them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hulk_env.baselines.base import (
+    PlacementResult,
+    capacity_reason,
+    layer_memory_bytes,
+    stash_count,
+)
+from hulk_env.baselines.common import Evaluator
+from hulk_env.cost import memory_use_bytes
+from hulk_env.instance import Instance
+
+DEFAULT_SAMPLES = 1000
+MAX_TRIES = 200  # draws tried per returned sample before giving up
+
+
+def sample_placement(instance: Instance, rng: np.random.Generator, stash: int) -> np.ndarray | None:
+    """One random contiguous placement ``[D, L]`` that fits with ``stash`` micro-batches stashed."""
+    c, w = instance.cluster, instance.workload
+    n_layers = w.num_layers
+    need = layer_memory_bytes(instance, stash)
+    prefix = np.concatenate([[0.0], np.cumsum(need)])
+    free = c.memory_bytes.astype(np.float64).copy()
+    placement = np.empty((w.data_parallel, n_layers), dtype=np.int64)
+    for r in range(w.data_parallel):
+        layer = 0
+        for mach in rng.permutation(c.num_machines):
+            # The most layers from `layer` on that fit in this machine's free memory.
+            fit = int(np.searchsorted(prefix, prefix[layer] + free[mach], side="right")) - 1 - layer
+            fit = min(fit, n_layers - layer)
+            if fit < 1:
+                continue
+            take = int(rng.integers(1, fit + 1))
+            placement[r, layer : layer + take] = mach
+            free[mach] -= prefix[layer + take] - prefix[layer]
+            layer += take
+            if layer == n_layers:
+                break
+        if layer < n_layers:
+            return None
+    return placement
+
+
+def sample_feasible(instance: Instance, rng: np.random.Generator) -> np.ndarray | None:
+    """A random placement that passes the cost model's memory check, or ``None``."""
+    deepest = stash_count(instance, min(instance.num_machines, instance.num_layers))
+    for stash in dict.fromkeys((deepest, stash_count(instance, 1))):
+        for _ in range(MAX_TRIES):
+            p = sample_placement(instance, rng, stash)
+            if p is not None and _fits(instance, p):
+                return p
+    return None
+
+
+def _fits(instance: Instance, placement: np.ndarray) -> bool:
+    c, w = instance.cluster, instance.workload
+    return bool(np.all(memory_use_bytes(c, w, placement[None])[0] <= c.memory_bytes))
+
+
+def random_placement(
+    instance: Instance, seed: int = 0, budget: int | None = None
+) -> PlacementResult:
+    """One random feasible placement (not evaluated: ``cost_evals`` is 0).
+
+    Args:
+        instance: the cluster and workload.
+        seed: seeds the draw.
+        budget: unused (no cost evaluations).
+    """
+    del budget
+    p = sample_feasible(instance, np.random.default_rng(seed))
+    if p is None:
+        return PlacementResult("random", None, 0, _no_sample_reason(instance))
+    return PlacementResult("random", p, 0)
+
+
+def random_best_of_n(
+    instance: Instance, seed: int = 0, budget: int | None = None
+) -> PlacementResult:
+    """The fastest of ``budget`` random feasible placements (default 1000), one batch evaluation.
+
+    Args:
+        instance: the cluster and workload.
+        seed: seeds the draws.
+        budget: samples drawn and evaluated.
+    """
+    n = DEFAULT_SAMPLES if budget is None else int(budget)
+    rng = np.random.default_rng(seed)
+    samples = []
+    for _ in range(n):
+        p = sample_feasible(instance, rng)
+        if p is None:
+            break
+        samples.append(p)
+    evaluator = Evaluator(instance, n)
+    if samples:
+        evaluator.times(np.stack(samples))
+    return evaluator.result("random-best-of-n", "" if samples else _no_sample_reason(instance))
+
+
+def _no_sample_reason(instance: Instance) -> str:
+    return (
+        f"no random contiguous placement fits in memory after {2 * MAX_TRIES} draws; "
+        + capacity_reason(instance)
+    )

@@ -1,0 +1,256 @@
+"""The pipeline stage DP: the optimal contiguous split of the layers over a chain of machines.
+
+PipeDream / Alpa style (Narayanan et al. 2019; Zheng et al. 2022, "Alpa", Sec. 5.2), extended
+to heterogeneous FLOP/s, per-link bandwidth and latency, and per-machine memory. Layers are taken
+in topological order (for a DAG such as an encoder-decoder this is the chain order used; edges
+that skip stages are charged to the next stage boundary, a documented approximation: the cost
+model judges every candidate exactly afterwards).
+
+A split of layers ``0..L-1`` over the chain prefix ``c_0 .. c_{J-1}`` puts stage ``j`` (layers
+``k..i-1``) on machine ``c_j``. Per stage, with ``share`` replicas on the same chain:
+
+- compute ``t_c = share * 3 * sum(f_l) / F_{c_j}`` (forward + backward per micro-batch);
+- boundary to ``c_{j+1}`` (not after the last stage) with ``X_i`` the bytes of DAG edges crossing
+  the cut before layer ``i``: link occupancy ``t_x = share * X_i / min(beta_ab, beta_ba)``
+  (each direction its own resource) and latency ``t_l = 2 alpha_ab + X_i / beta_ab + X_i / beta_ba``
+  (forward and backward on the critical path);
+- ``t_max = max(t_c, t_x)`` (steady state), ``t_sum = t_c / share + t_l`` (first micro-batch);
+- memory ``share * sum(state * params_l + stash * stash_l) <= free_{c_j}``.
+
+The estimate of a split is the cost model's pipeline time for a chain,
+``max(P, B) + (m - 1) B`` with ``P = sum t_sum`` and ``B = max t_max``. Alpa's trick makes it
+exact over a grid of bottleneck thresholds ``t``: for each ``t``, a DP minimises ``sum t_sum``
+subject to every ``t_max <= t``; the thresholds are the optimal bottleneck of every stage count
+(from a min-max DP) plus quantiles of the stage times plus ``inf``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from hulk_env.baselines.base import layer_memory_bytes, stash_count
+from hulk_env.cost import TRAIN_FLOPS_FACTOR
+from hulk_env.instance import Instance
+from hulk_env.workload import Workload
+
+# Relative slack on memory so that summation order (prefix sums here, bincount in cost.py)
+# never admits a split the cost model rejects; candidates are re-checked by the cost model anyway.
+_MEMORY_SLACK = 1e-9
+
+
+class Split(NamedTuple):
+    """A contiguous split of the layers over a chain prefix.
+
+    Attributes:
+        machines: ``[J]`` the machines of the stages, in pipeline order.
+        stage_of_layer: ``[L]`` stage index ``0..J-1`` of each layer (non-decreasing).
+        estimate_s: the DP's pipeline-time estimate for one replica (no data-parallel sync).
+    """
+
+    machines: np.ndarray
+    stage_of_layer: np.ndarray
+    estimate_s: float
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.machines)
+
+    @property
+    def row(self) -> np.ndarray:
+        """``[L]`` the machine of each layer."""
+        return self.machines[self.stage_of_layer]
+
+
+def cut_bytes(workload: Workload) -> np.ndarray:
+    """``[L + 1]`` activation bytes of DAG edges crossing the cut before layer ``i``.
+
+    Edge ``u -> v`` crosses cut ``i`` (layers ``< i`` | ``>= i``) iff ``u < i <= v``.
+    """
+    n = workload.num_layers
+    diff = np.zeros(n + 2)
+    if len(workload.edges):
+        u, v = workload.edges[:, 0], workload.edges[:, 1]
+        act = workload.activation_bytes[u]
+        np.add.at(diff, u + 1, act)
+        np.add.at(diff, v + 1, -act)
+    return np.cumsum(diff)[: n + 1]
+
+
+def split_chain(
+    instance: Instance,
+    chain: np.ndarray,
+    free_bytes: np.ndarray,
+    share: int = 1,
+    max_stages: int | None = None,
+    num_thresholds: int = 32,
+) -> list[Split]:
+    """The best split over every prefix of the chain that fits in memory.
+
+    A stage DP gives every machine of the prefix at least one layer, so machines too small for
+    a layer would block it: the DP runs on the chain without the machines that cannot hold the
+    smallest layer, and again without those that cannot hold the median layer (when that drops
+    more), and both results are returned.
+
+    Args:
+        instance: the cluster and workload.
+        chain: machine indices in pipeline order.
+        free_bytes: ``[M]`` memory still free on every machine of the cluster.
+        share: replicas that will run on this same chain (compute, traffic and memory scale).
+        max_stages: the longest prefix to consider (default: ``min(len(chain), L)``).
+        num_thresholds: size of the bottleneck-threshold grid.
+
+    Returns:
+        :class:`Split` s in increasing stage count (one per count and filtered chain).
+    """
+    chain = np.asarray(chain, dtype=np.int64)
+    free = np.asarray(free_bytes, dtype=np.float64) * (1 + _MEMORY_SLACK)
+    deepest = min(len(chain), instance.num_layers)
+    need = share * layer_memory_bytes(instance, stash_count(instance, deepest))
+    out: list[Split] = []
+    seen: list[np.ndarray] = []
+    for floor in (need.min(), np.median(need)):
+        kept = chain[free[chain] >= floor]
+        if any(np.array_equal(kept, other) for other in seen):
+            continue
+        seen.append(kept)
+        out += _split_filtered(instance, kept, free, share, max_stages, num_thresholds)
+    return sorted(out, key=lambda s: s.num_stages)
+
+
+def _split_filtered(
+    instance: Instance,
+    chain: np.ndarray,
+    free: np.ndarray,
+    share: int,
+    max_stages: int | None,
+    num_thresholds: int,
+) -> list[Split]:
+    k_max = min(len(chain), instance.num_layers, max_stages or len(chain))
+    if k_max < 1:
+        return []
+    chain = chain[:k_max]
+    tmax, tsum = _stage_times(instance, chain, share)
+    free = free[chain]
+    m = instance.workload.num_micro_batches
+    # Conservative first: the most stash any prefix needs (1F1B stashes min(m, depth)).
+    deepest = stash_count(instance, k_max)
+    found = _solve(tmax, tsum, _memory_ok(instance, free, share, deepest), m, num_thresholds)
+    for j in range(1, k_max + 1):
+        s = stash_count(instance, j)
+        room = free[:j].sum() >= share * layer_memory_bytes(instance, s).sum()
+        if j not in found and s < deepest and room:
+            # A shallower pipeline stashes less: retry this prefix length with its own stash.
+            exact = _solve(
+                tmax[:j], tsum[:j], _memory_ok(instance, free[:j], share, s), m, num_thresholds
+            )
+            if j in exact:
+                found[j] = exact[j]
+    return [Split(chain[:j], stage, est) for j, (stage, est) in sorted(found.items())]
+
+
+def _stage_times(
+    instance: Instance, chain: np.ndarray, share: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``t_max`` and ``t_sum`` as ``[K, L + 1, L + 1]`` arrays indexed ``[stage, k, i]``.
+
+    Entry ``(j, k, i)`` is layers ``k..i-1`` on ``chain[j]``; spans with ``k >= i`` and stages
+    that end before ``L`` without a next machine are ``inf``.
+    """
+    w, c = instance.workload, instance.cluster
+    n = w.num_layers
+    k_len = len(chain)
+    prefix = np.concatenate([[0.0], np.cumsum(TRAIN_FLOPS_FACTOR * w.flops)])
+    span = prefix[None, :] - prefix[:, None]  # [k, i]
+    valid = np.triu(np.ones((n + 1, n + 1), dtype=bool), 1)
+    compute = span[None] / c.flops[chain][:, None, None]  # [K, k, i], one replica
+    cut = cut_bytes(w)
+    occupancy = np.full((k_len, n + 1), np.inf)
+    latency = np.full((k_len, n + 1), np.inf)
+    occupancy[:, n] = 0.0
+    latency[:, n] = 0.0
+    if k_len > 1:
+        a, b = chain[:-1], chain[1:]
+        fwd_bw, bwd_bw = c.bandwidth_bps[a, b], c.bandwidth_bps[b, a]
+        occupancy[:-1, :n] = share * cut[None, :n] / np.minimum(fwd_bw, bwd_bw)[:, None]
+        latency[:-1, :n] = (
+            2.0 * c.latency_s[a, b][:, None]
+            + cut[None, :n] / fwd_bw[:, None]
+            + cut[None, :n] / bwd_bw[:, None]
+        )
+    tmax = np.maximum(share * compute, occupancy[:, None, :])
+    tsum = compute + latency[:, None, :]
+    tmax = np.where(valid[None], tmax, np.inf)
+    tsum = np.where(valid[None], tsum, np.inf)
+    return tmax, tsum
+
+
+def _memory_ok(instance: Instance, free: np.ndarray, share: int, stash: int) -> np.ndarray:
+    """``[K, L + 1, L + 1]`` whether layers ``k..i-1`` fit on stage ``j``'s machine."""
+    need = np.concatenate([[0.0], np.cumsum(layer_memory_bytes(instance, stash))])
+    span = share * (need[None, :] - need[:, None])
+    return span[None] <= free[:, None, None]
+
+
+def _thresholds(tmax: np.ndarray, ok: np.ndarray, count: int) -> np.ndarray:
+    """Bottleneck thresholds: each stage count's optimal bottleneck, quantiles, and ``inf``."""
+    k_len, n1, _ = tmax.shape
+    allowed = np.where(ok, tmax, np.inf)
+    best = np.full(n1, np.inf)
+    best[0] = 0.0
+    optimal = []
+    for j in range(k_len):
+        best = np.maximum(best[:, None], allowed[j]).min(axis=0)
+        optimal.append(best[-1])
+    optimal = np.unique(np.asarray(optimal)[np.isfinite(optimal)])
+    if len(optimal) > count // 2:
+        optimal = optimal[np.round(np.linspace(0, len(optimal) - 1, count // 2)).astype(int)]
+    finite = allowed[np.isfinite(allowed)]
+    low = optimal.min() if len(optimal) else 0.0
+    finite = finite[finite >= low]
+    quantiles = np.quantile(finite, np.linspace(0, 1, count - len(optimal))) if len(finite) else []
+    return np.unique(np.concatenate([optimal, quantiles, [np.inf]]))
+
+
+def _solve(
+    tmax: np.ndarray, tsum: np.ndarray, ok: np.ndarray, m: int, count: int
+) -> dict[int, tuple[np.ndarray, float]]:
+    """``J -> (stage_of_layer, estimate)``: the best split for every feasible ``J`` in ``1..K``."""
+    k_len, n1, _ = tmax.shape
+    n = n1 - 1
+    thr = _thresholds(tmax, ok, count)
+    cost_max = np.where(ok, tmax, np.inf)
+    # Infeasible spans are inf in both, so the inf threshold cannot admit them.
+    cost_sum = np.where(np.isfinite(cost_max), tsum, np.inf)
+    total = np.full((len(thr), n1), np.inf)  # best sum of t_sum for the first i layers
+    total[:, 0] = 0.0
+    bottleneck = np.zeros((len(thr), n1))  # the max t_max along that best path
+    rows = np.arange(len(thr))[:, None]
+    cols = np.arange(n1)[None, :]
+    args: list[np.ndarray] = []
+    out: dict[int, tuple[np.ndarray, float]] = {}
+    for j in range(k_len):
+        allowed = cost_max[j][None] <= thr[:, None, None]
+        cand = total[:, :, None] + np.where(allowed, cost_sum[j][None], np.inf)  # [T, k, i]
+        arg = cand.argmin(axis=1)  # [T, i]
+        total = cand[rows, arg, cols]
+        bottleneck = np.maximum(bottleneck[rows, arg], cost_max[j][arg, cols])
+        args.append(arg)
+        reached = np.isfinite(total[:, n])
+        b_end = np.where(reached, bottleneck[:, n], 0.0)  # avoid 0 * inf when m = 1
+        estimate = np.where(reached, np.maximum(total[:, n], b_end) + (m - 1) * b_end, np.inf)
+        t = int(np.argmin(estimate))
+        if np.isfinite(estimate[t]):
+            out[j + 1] = (_backtrack(args, t, n), float(estimate[t]))
+    return out
+
+
+def _backtrack(args: list[np.ndarray], t: int, n: int) -> np.ndarray:
+    stage = np.empty(n, dtype=np.int64)
+    i = n
+    for j in range(len(args) - 1, -1, -1):
+        k = int(args[j][t, i])
+        stage[k:i] = j
+        i = k
+    return stage
