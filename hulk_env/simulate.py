@@ -168,7 +168,7 @@ def simulate(
     tasks: list[Task] | None = [] if record else None
     finish, link_free = _simulate_pipeline(cluster, workload, mach, tasks)
     pipeline_s = max(finish.values())
-    end_s = _simulate_allreduce(cluster, dp_rings(workload, mach), finish, link_free, tasks)
+    end_s = _simulate_allreduce(cluster, allreduce_rings(workload, mach), finish, link_free, tasks)
     iteration_s = max(pipeline_s, end_s)
     if tasks is not None:
         tasks.sort(key=lambda t: (t.start_s, t.end_s))
@@ -216,7 +216,7 @@ def stash_limits(workload: Workload, mach: np.ndarray) -> list[int]:
     return [min(m, len(set(row.tolist()))) for row in mach]
 
 
-def dp_rings(workload: Workload, mach: np.ndarray) -> list[Ring]:
+def allreduce_rings(workload: Workload, mach: np.ndarray) -> list[Ring]:
     """The data-parallel all-reduce groups of a placement, ordered by first layer.
 
     Rings of a single machine (nothing to reduce) are left out.

@@ -15,8 +15,8 @@ from hulk_env.errors import HulkInputError
 from hulk_env.simulate import (
     PLACEMENT_STYLES,
     SimResult,
+    allreduce_rings,
     analytic_vs_simulated,
-    dp_rings,
     random_placement,
     simulate,
     validation_cases,
@@ -190,7 +190,7 @@ def test_rings_sharing_a_machine_run_one_after_the_other():
         [1.0, 1.0], activation_bytes=[0.0, 0.0], params=[100.0, 300.0], m=1, d=2
     )
     placement = np.array([[0, 1], [2, 2]])
-    assert [r.machines for r in dp_rings(workload, placement)] == [(0, 2), (1, 2)]
+    assert [r.machines for r in allreduce_rings(workload, placement)] == [(0, 2), (1, 2)]
     result = simulate(cluster, workload, placement)
     assert result.pipeline_s == 6.5
     assert result.iteration_time_s == 11.5
