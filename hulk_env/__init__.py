@@ -1,12 +1,41 @@
 """hulk_env: placement of model layers on regionally distributed GPU clusters.
 
 The environment library needs only numpy, networkx and gymnasium; it never imports torch.
+Importing it registers the Gymnasium environment ``hulk/Placement-v0``.
 """
 
+import gymnasium
+
 from hulk_env.cluster import Cluster, Machine
+from hulk_env.env import ENV_ID, PlacementEnv
 from hulk_env.errors import HulkInputError
+from hulk_env.generators import (
+    FixedGenerator,
+    InstanceListGenerator,
+    RandomGeoGenerator,
+    ToyGenerator,
+    exhaustive_optimum,
+    make_generator,
+)
 from hulk_env.instance import Instance
 from hulk_env.workload import Workload
 
-__all__ = ["Cluster", "Machine", "Workload", "Instance", "HulkInputError"]
+if ENV_ID not in gymnasium.registry:
+    gymnasium.register(ENV_ID, entry_point="hulk_env.env:PlacementEnv")
+
+__all__ = [
+    "Cluster",
+    "Machine",
+    "Workload",
+    "Instance",
+    "HulkInputError",
+    "ENV_ID",
+    "PlacementEnv",
+    "FixedGenerator",
+    "InstanceListGenerator",
+    "RandomGeoGenerator",
+    "ToyGenerator",
+    "exhaustive_optimum",
+    "make_generator",
+]
 __version__ = "0.1.0"

@@ -1,0 +1,80 @@
+"""Speed benchmarks behind ``hulk bench`` (one function per benchmark, JSON-ready dicts)."""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+import numpy as np
+
+# ---- env ----------------------------------------------------------------------------------------
+
+BENCH_CLUSTER = "default"  # the built-in 47-machine cluster (paper-12city-47)
+BENCH_MODEL = "gpt3-1.3b"
+
+
+def _steps_per_s(env: gym.Env, pick, seconds: float, seed: int) -> tuple[float, int]:
+    """Random steps per second of ``env`` (resets included), over about ``seconds``."""
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    steps, episodes = 0, 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(256):
+            obs, _, terminated, truncated, _ = env.step(pick(obs, rng))
+            if terminated or truncated:
+                obs, _ = env.reset()
+                episodes += 1
+        steps += 256
+        now = time.perf_counter()
+        if now >= deadline:
+            return steps / (now - start), episodes
+
+
+def bench_env(seconds: float = 3.0, data_parallel: int | None = None) -> dict:
+    """Steps per second of ``hulk/Placement-v0`` against Gymnasium's CartPole-v1.
+
+    Both envs are made with ``gymnasium.make`` (same wrappers) and stepped by the same loop:
+    a uniformly random action, for the placement env among the machines its ``action_mask``
+    allows (the observation is built every step), resetting when an episode ends. The
+    placement env is the fixed instance "default" cluster (47 machines) x gpt3-1.3b with the
+    terminal reward; every episode ends with a full cost-model evaluation.
+
+    Args:
+        seconds: time spent on each env.
+        data_parallel: replicas ``D`` of the model (``None`` = the model's default, 1).
+
+    Returns:
+        ``env_steps_per_s``, ``cartpole_steps_per_s``, ``ratio`` and what was measured.
+    """
+    import hulk_env  # noqa: F401  (registers the env)
+
+    kwargs = {} if data_parallel is None else {"generator_kwargs": {"data_parallel": data_parallel}}
+    env = gym.make("hulk/Placement-v0", cluster=BENCH_CLUSTER, model=BENCH_MODEL, **kwargs)
+
+    def masked(obs, rng):
+        valid = np.flatnonzero(obs["action_mask"])
+        return int(valid[rng.integers(len(valid))])
+
+    def uniform(obs, rng):
+        return int(rng.integers(2))
+
+    hulk_rate, hulk_episodes = _steps_per_s(env, masked, seconds, seed=0)
+    inst = env.unwrapped.instance
+    env.close()
+    cartpole = gym.make("CartPole-v1")
+    cart_rate, _ = _steps_per_s(cartpole, uniform, seconds, seed=0)
+    cartpole.close()
+    return {
+        "env_steps_per_s": hulk_rate,
+        "cartpole_steps_per_s": cart_rate,
+        "ratio": hulk_rate / cart_rate,
+        "instance": inst.instance_id,
+        "machines": inst.num_machines,
+        "layers": inst.num_layers,
+        "data_parallel": inst.data_parallel,
+        "steps_per_episode": inst.num_layers * inst.data_parallel,
+        "episodes": hulk_episodes,
+        "seconds": seconds,
+    }
