@@ -23,7 +23,7 @@ def three_machines(memory_bytes=1e15):
 
 def test_two_stage_chain_by_hand():
     # Layers 0,1 on machine 0 (1 TFLOP/s), layers 2,3 on machine 1 (2 TFLOP/s); 4 micro-batches.
-    w = make_chain([1e12, 1e12, 2e12, 2e12], [1e8] * 4, num_micro_batches=4)
+    w = make_chain([1e12, 1e12, 2e12, 2e12], [1e8] * 4, num_micro_batches=4, schedule="gpipe")
     c = three_machines()
     e = cost.evaluate(c, w, np.array([[0, 0, 1, 1]]))
     # C_0 = 3 * 2e12 / 1e12 = 6 s; C_1 = 3 * 4e12 / 2e12 = 6 s; link 0->1 and 1->0: 0.1 s.
@@ -40,9 +40,21 @@ def test_two_stage_chain_by_hand():
     assert e.pipeline_comm_s == 0.0
 
 
+def test_1f1b_window_by_hand():
+    # Same pipeline under 1F1B: 2 stages -> at most 2 micro-batches in flight, so micro-batch 2
+    # waits for micro-batch 0's round trip: T_pp = 2 P + 1 B (divmod(3, 2) = (1, 1)).
+    w = make_chain([1e12, 1e12, 2e12, 2e12], [1e8] * 4, num_micro_batches=4, schedule="1f1b")
+    e = cost.evaluate(three_machines(), w, np.array([[0, 0, 1, 1]]))
+    assert e.pipeline_s == pytest.approx(2 * 12.22 + 6.0)
+    assert e.bubble_s == pytest.approx(2 * 12.22 + 6.0 - 4 * 6.0)
+    # With 2 micro-batches the window never binds: the textbook formula holds.
+    e2 = cost.evaluate(three_machines(), w.with_training(num_micro_batches=2), np.array([[0, 0, 1, 1]]))
+    assert e2.pipeline_s == pytest.approx(12.22 + 6.0)
+
+
 def test_link_bound_pipeline_by_hand():
     # Huge activations over a slow link: the link 0 -> 1 is the bottleneck.
-    w = make_chain([1e12, 1e12], [5e9, 1.0], num_micro_batches=3)
+    w = make_chain([1e12, 1e12], [5e9, 1.0], num_micro_batches=3, schedule="gpipe")
     c = three_machines()
     e = cost.evaluate(c, w, np.array([[0, 1]]))
     # X_01 = 5e9 / 1e9 = 5 s (forward), X_10 = 5 s (gradient); C_0 = 3, C_1 = 1.5.
@@ -59,21 +71,26 @@ def test_data_parallel_rings_by_hand():
     c = three_machines()
     e = cost.evaluate(c, w, np.array([[0, 0, 1, 2], [1, 1, 2, 0]]))
     # Rings: layers 0,1 -> (0,1) share one all-reduce of 4e6 B; layer 2 -> (1,2); layer 3 -> (2,0).
+    # k = 2: two hops, one each way (same latency both ways).
     ring01 = 2 * 0.01 + 1 * 4e6 / 1e9
     ring12 = 2 * 0.03 + 1 * 2e6 / 1e9
     ring20 = 2 * 0.02 + 1 * 2e6 / 1e9
-    assert e.dp_sync_s == pytest.approx(max(ring01 + ring20, ring01 + ring12, ring12 + ring20))
+    # In order of first layer, each ring waits for its machines: (0,1), then (1,2) after machine
+    # 1 is free, then (2,0) after machine 2 is free: a chain, longer than any one machine's sum.
+    assert e.dp_sync_s == pytest.approx(ring01 + ring12 + ring20)
     # Machine 0 holds r0:l0,l1 and r1:l3 -> 3 TFLOP -> C_0 = 9 s.
     np.testing.assert_allclose(e.compute_s_per_mb, [9.0, 4.5, 2.0])
     assert e.iteration_time_s == pytest.approx(e.pipeline_s + e.dp_sync_s)
 
 
-def test_ring_of_three_uses_worst_link():
+def test_ring_of_three_uses_mean_latency_and_slowest_link():
     w = make_chain([1e12], [1.0], params=[3e6], data_parallel=3)
-    c = three_machines()
+    bw = np.full((3, 3), 1e9)
+    bw[1, 2] = 0.5e9  # the ring 0 -> 1 -> 2 -> 0 has one slow link
+    c = make_cluster([1e12, 2e12, 3e12], LAT, bw)
     e = cost.evaluate(c, w, np.array([[0], [1], [2]]))
-    # k = 3, alpha_max = 30 ms, G = 6e6 B: 4 * 0.03 + 4/3 * 6e6 / 1e9.
-    assert e.dp_sync_s == pytest.approx(4 * 0.03 + 4 / 3 * 6e6 / 1e9)
+    # k = 3, alpha_mean = (10 + 30 + 20) / 3 ms, G = 6e6 B at 0.5 GB/s.
+    assert e.dp_sync_s == pytest.approx(4 * 0.02 + 4 / 3 * 6e6 / 0.5e9)
 
 
 def test_memory_gpipe_vs_1f1b():

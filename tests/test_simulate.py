@@ -443,11 +443,6 @@ def test_analytic_model_error_is_finite_and_reported(comparison):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cost.py misses the 1F1B in-flight window, chained DP rings and the ring step "
-    "recurrence (issue 3 note); remove this mark once cost.py meets the target",
-)
 def test_analytic_model_meets_issue_target(comparison):
     assert comparison.median_rel_err <= 0.05
     assert comparison.p95_rel_err <= 0.15
