@@ -295,8 +295,9 @@ def _max_link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray
     src, dst, fwd = _edge_transfer_s(cluster, workload, mach)
     bwd = workload.activation_bytes[workload.edges[:, 0]] / cluster.bandwidth_bps[dst, src]
     keys = np.concatenate([(src * m + dst).reshape(n, -1), (dst * m + src).reshape(n, -1)], axis=1)
+    keys = keys.astype(np.int32)  # narrower keys sort faster; M * M < 2**31
     vals = np.concatenate([fwd.reshape(n, -1), bwd.reshape(n, -1)], axis=1)
-    order = np.argsort(keys, axis=1, kind="stable")
+    order = np.argsort(keys, axis=1)
     keys = np.take_along_axis(keys, order, axis=1)
     vals = np.take_along_axis(vals, order, axis=1)
     csum = np.cumsum(vals, axis=1)
