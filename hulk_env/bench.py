@@ -78,3 +78,68 @@ def bench_env(seconds: float = 3.0, data_parallel: int | None = None) -> dict:
         "episodes": hulk_episodes,
         "seconds": seconds,
     }
+
+
+# ---- cost ---------------------------------------------------------------------------------------
+
+
+def bench_cost(
+    num_placements: int = 20_000,
+    loop_placements: int = 500,
+    sim_cases: int = 500,
+    seed: int = 0,
+) -> dict:
+    """Cost-model throughput (vectorised vs one call at a time) and its error against simulation.
+
+    The reference case is the built-in 47-machine cluster x gpt3-1.3b with ``D = 1``; the
+    placements are uniformly random (what a search proposes), the same array for both paths.
+    The simulator comparison uses :func:`hulk_env.simulate.validation_cases` (seeded, across the
+    built-in clusters and models, both schedules, ``D`` in {1, 2, 4}).
+
+    Returns:
+        ``batch_evals_per_s``, ``loop_evals_per_s``, ``batch_vs_loop``, ``sim_median_rel_err``,
+        ``sim_p95_rel_err`` and what was measured.
+    """
+    from hulk_env import cost
+    from hulk_env.catalog import get_cluster, get_model
+    from hulk_env.simulate import analytic_vs_simulated, validation_cases
+
+    cluster, workload = get_cluster(BENCH_CLUSTER), get_model(BENCH_MODEL, data_parallel=1)
+    rng = np.random.default_rng(seed)
+    placements = rng.integers(0, cluster.num_machines, (num_placements, 1, workload.num_layers))
+    cost.iteration_times(cluster, workload, placements[:64])  # warm caches
+    batch_s = _best_of(3, lambda: cost.iteration_times(cluster, workload, placements))
+    singles = placements[:loop_placements]
+
+    def loop() -> None:
+        for placement in singles:
+            cost.iteration_time(cluster, workload, placement)
+
+    loop_s = _best_of(3, loop)
+    batch_rate = num_placements / batch_s
+    loop_rate = loop_placements / loop_s
+    comparison = analytic_vs_simulated(validation_cases(sim_cases, seed=seed))
+    return {
+        "batch_evals_per_s": batch_rate,
+        "loop_evals_per_s": loop_rate,
+        "batch_vs_loop": batch_rate / loop_rate,
+        "sim_median_rel_err": comparison.median_rel_err,
+        "sim_p95_rel_err": comparison.p95_rel_err,
+        "sim_cases": sim_cases,
+        "sim_by_schedule": comparison.summary()["by_schedule"],
+        "cluster": cluster.name,
+        "machines": cluster.num_machines,
+        "model": workload.name,
+        "layers": workload.num_layers,
+        "num_placements": num_placements,
+    }
+
+
+def _best_of(repeats: int, fn) -> float:
+    """Shortest wall time of ``repeats`` calls (the least disturbed by a shared machine)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
