@@ -160,6 +160,153 @@ def layer_rows(workload) -> list[dict]:
     ]
 
 
+# ------------------------------------------------------------------------------------ place
+@app.command("place")
+@clean_errors
+def place(
+    cluster: Annotated[str, typer.Option("--cluster", "-c", help="Built-in name, paper data directory or YAML/JSON file.")] = "default",
+    model: Annotated[str, typer.Option("--model", "-m", help="Built-in model name or YAML/JSON file.")] = "default",
+    method: Annotated[str, typer.Option("--method", help="A placement method (see `hulk evaluate --help`).")] = "latency-chain-dp",
+    policy: Annotated[Path | None, typer.Option("--policy", help="A trained policy's run directory (replaces --method).")] = None,
+    data_parallel: Annotated[int | None, typer.Option("--data-parallel", "-d", min=1, help="Data-parallel replicas D.")] = None,
+    micro_batches: Annotated[int | None, typer.Option("--micro-batches", min=1, help="Micro-batches per iteration.")] = None,
+    schedule: Annotated[str | None, typer.Option("--schedule", help="gpipe or 1f1b.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of randomised methods.")] = 0,
+    budget: Annotated[int | None, typer.Option("--budget", min=1, help="Cost-model evaluations for search methods.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG of the placement here.")] = None,
+) -> None:
+    """Place a model on a cluster and show the placement with its cost breakdown."""
+    import time
+
+    from hulk_env import cost
+    from hulk_env.baselines import get_method
+    from hulk_env.baselines.naive import naive
+    from hulk_env.generators import fixed_instance
+    from hulk_env.render import placement_figure, placement_rows, save_figure
+
+    instance = fixed_instance(
+        cluster, model, data_parallel=data_parallel, num_micro_batches=micro_batches, schedule=schedule
+    )
+    name, fn = (f"policy:{policy}", _policy_method(policy)) if policy else (method, get_method(method))
+    start = time.perf_counter()
+    result = fn(instance, seed, budget)
+    wall_s = time.perf_counter() - start
+    if not result.feasible:
+        raise HulkInputError(f"{name} found no feasible placement: {result.reason}")
+    breakdown = cost.evaluate(instance.cluster, instance.workload, result.placement)
+    reference = naive(instance)
+    naive_s = (
+        cost.evaluate(instance.cluster, instance.workload, reference.placement).iteration_time_s
+        if reference.feasible else float("nan")
+    )
+    rows = placement_rows(instance, result.placement)
+    if plot is not None:
+        save_figure(placement_figure(instance, result.placement), plot)
+    if as_json:
+        print_json({
+            "instance": instance.instance_id,
+            "method": name,
+            "placement": result.placement,
+            "machines": [row["machine"] for row in rows],
+            "rows": rows,
+            "cost": breakdown.to_dict(),
+            "naive_iteration_time_s": naive_s,
+            "speedup_vs_naive": naive_s / breakdown.iteration_time_s,
+            "cost_evals": result.cost_evals,
+            "wall_s": wall_s,
+            "plot": plot,
+        })
+        return
+    table = Table("region", "machine", "GPUs", "layers (replica:range)", "memory GB", "compute s/mb",
+                  title=f"{name} on {instance.instance_id}")
+    for row in rows:
+        table.add_row(row["region"], row["machine"], row["gpu"], row["layers"],
+                      f"{row['memory_gb']:,.1f} / {row['memory_limit_gb']:,.0f}", f"{row['compute_s_per_mb']:.3f}")
+    console.print(table)
+    b = breakdown.to_dict()
+    console.print(
+        f"iteration [bold]{b['iteration_time_s']:.3f} s[/] = compute {b['compute_s']:.3f} + pipeline comm "
+        f"{b['pipeline_comm_s']:.3f} + bubble {b['bubble_s']:.3f} + data-parallel sync {b['dp_sync_s']:.3f}; "
+        f"bottleneck: {b['bottleneck_kind']} {b['bottleneck']}; naive {naive_s:.3f} s -> "
+        f"speed-up x{naive_s / b['iteration_time_s']:.2f}; {result.cost_evals} cost evaluations in {wall_s:.2f} s"
+    )
+    if plot is not None:
+        console.print(f"plot written to {plot}")
+
+
+def _policy_method(run_dir: Path):
+    """A trained policy as a placement method (loads weights only, never pickled code)."""
+    from agents.evaluate import load_policy_method
+
+    return load_policy_method(run_dir)
+
+
+# --------------------------------------------------------------------------------- evaluate
+@app.command("evaluate")
+@clean_errors
+def evaluate(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="tiny-v0, geo-v0, hard-v0 or paper-v0.")] = "tiny-v0",
+    methods: Annotated[str, typer.Option("--methods", help="Comma-separated method names.")] = "naive,random,compute-greedy,latency-chain-dp,partition,genetic,anneal",
+    policy: Annotated[list[Path] | None, typer.Option("--policy", help="A trained policy's run directory (repeatable).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for results.csv, results.json, summary.md.")] = Path("runs/evaluate"),
+    hulk_data: Annotated[Path | None, typer.Option("--hulk-data", help="The paper's data directory (paper-v0).")] = None,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    budget: Annotated[int | None, typer.Option("--budget", min=1, help="Evaluation budget of every search method.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N instances.")] = None,
+) -> None:
+    """Run methods on a benchmark suite; print the leaderboard and write CSV/JSON/Markdown."""
+    from hulk_env.evaluation import leaderboard, load_suite, run_methods, write_results
+
+    instances = load_suite(suite, hulk_data=hulk_data)[:limit]
+    names = [m.strip() for m in methods.split(",") if m.strip()]
+    extra = {f"policy:{Path(p).name}": _policy_method(p) for p in policy or []}
+    budgets = {n: budget for n in names} if budget else None
+    rows = run_methods(instances, names, seed=seed, budgets=budgets, progress=True, extra_methods=extra)
+    paths = write_results(rows, out, title=f"{suite} leaderboard")
+    table = Table(*[k for k in leaderboard(rows)[0]], title=f"{suite}: {len(instances)} instances")
+    for entry in leaderboard(rows):
+        table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in entry.values()])
+    console.print(table)
+    console.print(f"wrote {paths['csv']}, {paths['json']} and {paths['summary']}")
+
+
+# ------------------------------------------------------------------------------------ bench
+@bench_app.command("cost")
+@clean_errors
+def bench_cost_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+    placements: Annotated[int, typer.Option("--placements", min=100)] = 20_000,
+    sim_cases: Annotated[int, typer.Option("--sim-cases", min=10)] = 500,
+) -> None:
+    """Cost-model throughput (batch vs one call at a time) and error against the simulator."""
+    from hulk_env.bench import bench_cost
+
+    _print_bench(bench_cost(num_placements=placements, sim_cases=sim_cases), as_json)
+
+
+@bench_app.command("env")
+@clean_errors
+def bench_env_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+    seconds: Annotated[float, typer.Option("--seconds", min=0.5)] = 3.0,
+) -> None:
+    """Env steps per second (random masked actions) against CartPole-v1 in the same run."""
+    from hulk_env.bench import bench_env
+
+    _print_bench(bench_env(seconds=seconds), as_json)
+
+
+def _print_bench(result: dict, as_json: bool) -> None:
+    if as_json:
+        print_json(result)
+        return
+    table = Table("figure", "value")
+    for key, value in result.items():
+        table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else str(value))
+    console.print(table)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

@@ -1,0 +1,85 @@
+"""The `hulk` command: JSON figures, and one clear line (exit 2) for every bad input file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from agents.cli import EXIT_BAD_INPUT, app
+from tests.conftest import BAD_FILES
+
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def test_show_paper_cluster_json(hulk_data):
+    result = run("show", "cluster", str(hulk_data), "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["machines"] == 47 and summary["regions"] == 12
+    cleaning = summary["cleaning"]
+    assert cleaning["self_loops"] == 2 and cleaning["duplicate_pairs"] == 2
+    assert cleaning["impossible_edges"] >= 1
+    assert summary["imputed_pairs"] == cleaning["imputed_pairs"] > 0
+    assert summary["total_memory_bytes"] > 0
+
+
+def test_show_default_needs_no_file():
+    cluster = json.loads(run("show", "cluster", "default", "--json").stdout)
+    model = json.loads(run("show", "model", "default", "--json").stdout)
+    assert cluster["machines"] >= 8 and cluster["total_memory_bytes"] > 0
+    assert model["layers"] > 2 and model["params"] > 1e9
+    assert model["forward_flops_per_micro_batch"] > 0
+
+
+def test_show_model_t5_is_a_dag():
+    model = json.loads(run("show", "model", "t5-11b", "--json").stdout)
+    assert not model["is_chain"] and model["edges"] > model["layers"]
+
+
+BAD = sorted(p for p in BAD_FILES.iterdir() if p.name.startswith(("cluster_", "model_")))
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.name for p in BAD])
+def test_every_bad_file_is_one_clear_line(path):
+    kind = "cluster" if path.name.startswith("cluster_") else "model"
+    result = run("show", kind, str(path))
+    assert result.exit_code == EXIT_BAD_INPUT
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and path.name in lines[0]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("show", "cluster", "no-such-cluster"), "no-such-cluster"),
+        (("show", "model", "gpt5-1t"), "gpt5-1t"),
+        (("show", "cluster", "/nonexistent/dir/cluster.yaml"), "cluster.yaml"),
+        (("place", "--method", "telepathy"), "telepathy"),
+        (("evaluate", "--suite", "nope-v0"), "nope-v0"),
+        (("evaluate", "--suite", "paper-v0"), "hulk-data"),
+    ],
+)
+def test_unknown_names_are_one_clear_line(args, needle):
+    result = run(*args)
+    assert result.exit_code == EXIT_BAD_INPUT
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+
+
+def test_place_json_beats_or_equals_naive(tmp_path):
+    png = tmp_path / "placement.png"
+    result = run("place", "--cluster", "cloud-3region", "--model", "gpt3-350m", "--method",
+                 "latency-chain-dp", "--json", "--plot", str(png))
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["cost"]["memory_feasible"]
+    assert out["speedup_vs_naive"] >= 1.0 - 1e-9
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
