@@ -1,7 +1,10 @@
 """From ordered machine lists (chains) to candidate placements, with the stage DP.
 
-Used by ``latency-chain-dp`` and ``partition``. With ``D`` replicas a chain yields three kinds
-of candidates, and the cost model picks among them (data-parallel sync is not in the DP):
+Used by ``latency-chain-dp`` and ``partition``. Every chain is split both ways round (the model's
+first layer on the chain's first machine, and on the last machine of the prefix: see
+``reverse`` in :func:`~hulk_env.baselines.stage_dp.split_chain`). With ``D`` replicas a chain
+yields three kinds of candidates, and the cost model picks among them (data-parallel sync is not
+in the DP):
 
 - *shared*: every replica on the same chain prefix (no gradient traffic, shared FLOP/s);
 - *blocks*: the chain cut into ``D`` consecutive blocks, replica ``r`` split over block ``r``
@@ -26,24 +29,27 @@ def chain_candidates(instance: Instance, chain: np.ndarray) -> list[Candidate]:
     chain = np.asarray(chain, dtype=np.int64)
     free = instance.cluster.memory_bytes
     out: list[Candidate] = []
-    for split in split_chain(instance, chain, free, share=d):
-        out.append((split.estimate_s, np.tile(split.row, (d, 1))))
-    if d > 1 and len(chain) >= d:
-        size = len(chain) // d
-        blocks = [chain[r * size : (r + 1) * size] for r in range(d)]
-        out += replica_chain_candidates(instance, blocks)
-        out += replica_chain_candidates(instance, [chain[r::d] for r in range(d)])
+    for reverse in (False, True):
+        for split in split_chain(instance, chain, free, share=d, reverse=reverse):
+            out.append((split.estimate_s, np.tile(split.row, (d, 1))))
+        if d > 1 and len(chain) >= d:
+            size = len(chain) // d
+            blocks = [chain[r * size : (r + 1) * size] for r in range(d)]
+            out += replica_chain_candidates(instance, blocks, reverse)
+            out += replica_chain_candidates(instance, [chain[r::d] for r in range(d)], reverse)
     return out
 
 
-def replica_chain_candidates(instance: Instance, chains: list[np.ndarray]) -> list[Candidate]:
+def replica_chain_candidates(
+    instance: Instance, chains: list[np.ndarray], reverse: bool = False
+) -> list[Candidate]:
     """Replica ``r`` split over ``chains[r]`` (the chains must not share machines).
 
     Candidates: every stage count feasible for all replicas (aligned stages, so the gradient
     rings line up), plus each replica at its own best stage count.
     """
     free = instance.cluster.memory_bytes
-    per_replica = [_best_per_count(split_chain(instance, ch, free)) for ch in chains]
+    per_replica = [_best_per_count(split_chain(instance, ch, free, reverse=reverse)) for ch in chains]
     if any(not splits for splits in per_replica):
         return []
     out: list[Candidate] = []

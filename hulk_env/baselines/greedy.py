@@ -6,7 +6,9 @@ with ``D`` replicas they are dealt round-robin, so replica ``r`` gets sorted mac
 splits its layers contiguously over its ``k`` fastest machines with stage ``j`` taking layers
 until its share of the FLOPs, ``F_j / sum F``, is reached or its memory is full. When the
 replicas do not fit apart, all replicas share the fastest ``k`` machines. Each ``k`` gives one
-candidate; the cost model picks the best (it is the only place the network is looked at).
+candidate; the cost model picks the best (it is the only place the network is looked at). When
+memory is so tight that no proportional split fits, the replicas fill the machines first-fit,
+fastest first, and when even that fails the ``naive`` placement is returned.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from hulk_env.baselines.base import PlacementResult, layer_memory_bytes, stash_count
+from hulk_env.baselines.chain_dp import with_naive_fallback
 from hulk_env.baselines.common import Evaluator, evaluate_candidates
+from hulk_env.baselines.naive import fill_in_order
 from hulk_env.instance import Instance
 
 NAME = "compute-greedy"
@@ -87,6 +91,11 @@ def compute_greedy(instance: Instance, seed: int = 0, budget: int | None = None)
             shared = proportional_split(instance, order[:k], free, share=d)
             if shared is not None:
                 candidates.append(np.tile(shared, (d, 1)))
+    if not candidates:
+        free = c.memory_bytes.astype(np.float64).copy()
+        rows = [fill_in_order(instance, order, free) for _ in range(d)]
+        if all(row is not None for row in rows):
+            candidates.append(np.stack(rows))
     evaluator = Evaluator(instance, budget)
     evaluate_candidates(evaluator, candidates)
-    return evaluator.result(NAME)
+    return with_naive_fallback(instance, evaluator, NAME)

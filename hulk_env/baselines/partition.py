@@ -125,6 +125,7 @@ def partition(instance: Instance, seed: int = 0, budget: int | None = None) -> P
             for chain in chains:
                 firsts = _groups_in_order(chain, groups)[:d]
                 candidates += replica_chain_candidates(instance, firsts)
+                candidates += replica_chain_candidates(instance, firsts, reverse=True)
     if m == 1:
         candidates += chain_candidates(instance, np.arange(1))
     return evaluate_ranked(instance, candidates, budget, NAME)

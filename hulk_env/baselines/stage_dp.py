@@ -17,9 +17,11 @@ A split of layers ``0..L-1`` over the chain prefix ``c_0 .. c_{J-1}`` puts stage
 - ``t_max = max(t_c, t_x)`` (steady state), ``t_sum = t_c / share + t_l`` (first micro-batch);
 - memory ``share * sum(state * params_l + stash * stash_l) <= free_{c_j}``.
 
-The estimate of a split is the cost model's pipeline time for a chain,
-``max(P, B) + (m - 1) B`` with ``P = sum t_sum`` and ``B = max t_max``. Alpa's trick makes it
-exact over a grid of bottleneck thresholds ``t``: for each ``t``, a DP minimises ``sum t_sum``
+The estimate of a split is the cost model's pipeline time of a chain
+(:func:`hulk_env.cost.pipeline_time_s`: ``max(P, B) + (m - 1) B``, or the 1F1B window term when
+larger) with ``P = sum t_sum`` and ``B = max t_max``; for one replica on a chain it is the cost
+model's iteration time exactly. It grows with both ``P`` and ``B``, so Alpa's trick finds the
+optimum over a grid of bottleneck thresholds ``t``: for each ``t``, a DP minimises ``sum t_sum``
 subject to every ``t_max <= t``; the thresholds are the optimal bottleneck of every stage count
 (from a min-max DP) plus quantiles of the stage times plus ``inf``.
 """
@@ -30,14 +32,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hulk_env.baselines.base import layer_memory_bytes, stash_count
-from hulk_env.cost import TRAIN_FLOPS_FACTOR
+from hulk_env.baselines.base import stash_count
+from hulk_env.cost import TRAIN_FLOPS_FACTOR, pipeline_time_s
 from hulk_env.instance import Instance
 from hulk_env.workload import Workload
 
 # Relative slack on memory so that summation order (prefix sums here, bincount in cost.py)
 # never admits a split the cost model rejects; candidates are re-checked by the cost model anyway.
 _MEMORY_SLACK = 1e-9
+_MAX_RETRIES = 4  # re-solves with a shallower pipeline's smaller stash, per chain
 
 
 class Split(NamedTuple):
@@ -78,13 +81,35 @@ def cut_bytes(workload: Workload) -> np.ndarray:
     return np.cumsum(diff)[: n + 1]
 
 
+class _Layers(NamedTuple):
+    """What the DP needs of the layers, in the order they are split (maybe reversed)."""
+
+    train_flops: np.ndarray  # [L] forward + backward FLOPs per micro-batch
+    cut: np.ndarray  # [L + 1] bytes crossing the cut before each layer
+    state_bytes: np.ndarray  # [L] model state
+    stash_bytes: np.ndarray  # [L] activations stashed per micro-batch
+
+    def need(self, stash: int) -> np.ndarray:
+        """``[L]`` bytes per layer with ``stash`` micro-batches stashed."""
+        return self.state_bytes + stash * self.stash_bytes
+
+
+def _layers(instance: Instance, reverse: bool) -> _Layers:
+    w = instance.workload
+    view = _Layers(
+        TRAIN_FLOPS_FACTOR * w.flops, cut_bytes(w), w.state_bytes_per_param * w.params, w.stash_bytes.copy()
+    )
+    return _Layers(*(a[::-1].copy() for a in view)) if reverse else view
+
+
 def split_chain(
     instance: Instance,
     chain: np.ndarray,
     free_bytes: np.ndarray,
     share: int = 1,
     max_stages: int | None = None,
-    num_thresholds: int = 32,
+    num_thresholds: int = 24,
+    reverse: bool = False,
 ) -> list[Split]:
     """The best split over every prefix of the chain that fits in memory.
 
@@ -100,14 +125,19 @@ def split_chain(
         share: replicas that will run on this same chain (compute, traffic and memory scale).
         max_stages: the longest prefix to consider (default: ``min(len(chain), L)``).
         num_thresholds: size of the bottleneck-threshold grid.
+        reverse: split the model from its last layer: the chain's first machine gets the
+            *last* layers (the prefix's pipeline runs the chain backwards). Which end of a chain
+            holds the embedding and which the head matters when their memory differs.
 
     Returns:
-        :class:`Split` s in increasing stage count (one per count and filtered chain).
+        :class:`Split` s in increasing stage count (one per count and filtered chain), always
+        with machines in pipeline order.
     """
     chain = np.asarray(chain, dtype=np.int64)
     free = np.asarray(free_bytes, dtype=np.float64) * (1 + _MEMORY_SLACK)
+    layers = _layers(instance, reverse)
     deepest = min(len(chain), instance.num_layers)
-    need = share * layer_memory_bytes(instance, stash_count(instance, deepest))
+    need = share * layers.need(stash_count(instance, deepest))
     out: list[Split] = []
     seen: list[np.ndarray] = []
     for floor in (need.min(), np.median(need)):
@@ -115,12 +145,15 @@ def split_chain(
         if any(np.array_equal(kept, other) for other in seen):
             continue
         seen.append(kept)
-        out += _split_filtered(instance, kept, free, share, max_stages, num_thresholds)
+        out += _split_filtered(instance, layers, kept, free, share, max_stages, num_thresholds)
+    if reverse:
+        out = [Split(s.machines[::-1].copy(), s.num_stages - 1 - s.stage_of_layer[::-1], s.estimate_s) for s in out]
     return sorted(out, key=lambda s: s.num_stages)
 
 
 def _split_filtered(
     instance: Instance,
+    layers: _Layers,
     chain: np.ndarray,
     free: np.ndarray,
     share: int,
@@ -131,41 +164,44 @@ def _split_filtered(
     if k_max < 1:
         return []
     chain = chain[:k_max]
-    tmax, tsum = _stage_times(instance, chain, share)
+    tmax, tsum = _stage_times(instance, layers, chain, share)
     free = free[chain]
-    m = instance.workload.num_micro_batches
     # Conservative first: the most stash any prefix needs (1F1B stashes min(m, depth)).
     deepest = stash_count(instance, k_max)
-    found = _solve(tmax, tsum, _memory_ok(instance, free, share, deepest), m, num_thresholds)
-    for j in range(1, k_max + 1):
+    found = _solve(tmax, tsum, _memory_ok(layers, free, share, deepest), instance, num_thresholds)
+    # A shallower 1F1B pipeline stashes less, so prefixes shorter than any found may still fit
+    # with their own stash. Retry from the deepest such prefix down (a solve for J also gives
+    # every shorter prefix, with J's stash, which is enough for them), a few times at most.
+    upper = min(found) if found else k_max + 1
+    retries = 0
+    for j in range(upper - 1, 0, -1):
         s = stash_count(instance, j)
-        room = free[:j].sum() >= share * layer_memory_bytes(instance, s).sum()
-        if j not in found and s < deepest and room:
-            # A shallower pipeline stashes less: retry this prefix length with its own stash.
-            exact = _solve(
-                tmax[:j], tsum[:j], _memory_ok(instance, free[:j], share, s), m, num_thresholds
-            )
-            if j in exact:
-                found[j] = exact[j]
+        room = free[:j].sum() >= share * layers.need(s).sum()
+        if j in found or s >= deepest or not room or retries == _MAX_RETRIES:
+            continue
+        retries += 1
+        ok = _memory_ok(layers, free[:j], share, s)
+        for count, split in _solve(tmax[:j], tsum[:j], ok, instance, num_thresholds).items():
+            found.setdefault(count, split)
     return [Split(chain[:j], stage, est) for j, (stage, est) in sorted(found.items())]
 
 
 def _stage_times(
-    instance: Instance, chain: np.ndarray, share: int
+    instance: Instance, layers: _Layers, chain: np.ndarray, share: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """``t_max`` and ``t_sum`` as ``[K, L + 1, L + 1]`` arrays indexed ``[stage, k, i]``.
 
     Entry ``(j, k, i)`` is layers ``k..i-1`` on ``chain[j]``; spans with ``k >= i`` and stages
     that end before ``L`` without a next machine are ``inf``.
     """
-    w, c = instance.workload, instance.cluster
-    n = w.num_layers
+    c = instance.cluster
+    n = instance.num_layers
     k_len = len(chain)
-    prefix = np.concatenate([[0.0], np.cumsum(TRAIN_FLOPS_FACTOR * w.flops)])
+    prefix = np.concatenate([[0.0], np.cumsum(layers.train_flops)])
     span = prefix[None, :] - prefix[:, None]  # [k, i]
     valid = np.triu(np.ones((n + 1, n + 1), dtype=bool), 1)
     compute = span[None] / c.flops[chain][:, None, None]  # [K, k, i], one replica
-    cut = cut_bytes(w)
+    cut = layers.cut
     occupancy = np.full((k_len, n + 1), np.inf)
     latency = np.full((k_len, n + 1), np.inf)
     occupancy[:, n] = 0.0
@@ -186,9 +222,9 @@ def _stage_times(
     return tmax, tsum
 
 
-def _memory_ok(instance: Instance, free: np.ndarray, share: int, stash: int) -> np.ndarray:
+def _memory_ok(layers: _Layers, free: np.ndarray, share: int, stash: int) -> np.ndarray:
     """``[K, L + 1, L + 1]`` whether layers ``k..i-1`` fit on stage ``j``'s machine."""
-    need = np.concatenate([[0.0], np.cumsum(layer_memory_bytes(instance, stash))])
+    need = np.concatenate([[0.0], np.cumsum(layers.need(stash))])
     span = share * (need[None, :] - need[:, None])
     return span[None] <= free[:, None, None]
 
@@ -214,7 +250,7 @@ def _thresholds(tmax: np.ndarray, ok: np.ndarray, count: int) -> np.ndarray:
 
 
 def _solve(
-    tmax: np.ndarray, tsum: np.ndarray, ok: np.ndarray, m: int, count: int
+    tmax: np.ndarray, tsum: np.ndarray, ok: np.ndarray, instance: Instance, count: int
 ) -> dict[int, tuple[np.ndarray, float]]:
     """``J -> (stage_of_layer, estimate)``: the best split for every feasible ``J`` in ``1..K``."""
     k_len, n1, _ = tmax.shape
@@ -238,8 +274,11 @@ def _solve(
         bottleneck = np.maximum(bottleneck[rows, arg], cost_max[j][arg, cols])
         args.append(arg)
         reached = np.isfinite(total[:, n])
-        b_end = np.where(reached, bottleneck[:, n], 0.0)  # avoid 0 * inf when m = 1
-        estimate = np.where(reached, np.maximum(total[:, n], b_end) + (m - 1) * b_end, np.inf)
+        p_end = np.where(reached, total[:, n], 0.0)  # avoid 0 * inf when m = 1
+        b_end = np.where(reached, bottleneck[:, n], 0.0)
+        stash = np.full((len(thr), 1), stash_count(instance, j + 1))
+        pipeline = pipeline_time_s(instance.workload, p_end[:, None], b_end, stash)
+        estimate = np.where(reached, pipeline, np.inf)
         t = int(np.argmin(estimate))
         if np.isfinite(estimate[t]):
             out[j + 1] = (_backtrack(args, t, n), float(estimate[t]))

@@ -1,0 +1,277 @@
+"""Placement baselines: feasibility, optimality of the DP and of exact, budgets, determinism."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from hulk_env import catalog, cost
+from hulk_env.baselines import METHODS, get_method, method_names
+from hulk_env.baselines.common import Evaluator, nearest_neighbour_chain
+from hulk_env.baselines.exact import exact, num_placements
+from hulk_env.baselines.genome import Genome, crossover, decode, encode, mutate, split_stage
+from hulk_env.baselines.greedy import proportional_split
+from hulk_env.baselines.naive import naive
+from hulk_env.baselines.seeds import heuristic_seeds
+from hulk_env.baselines.stage_dp import cut_bytes, split_chain
+from hulk_env.errors import HulkInputError
+from hulk_env.instance import Instance
+from tests.strategies import make_chain, make_cluster
+
+SMALL_BUDGETS = {"genetic": 400, "anneal": 400, "random-best-of-n": 50}
+ALL = [m for m in METHODS if m != "exact"]
+
+
+def random_instance(
+    seed: int, m: int = 5, n: int = 8, d: int = 1, slack: float | None = None, memory: float | None = None, **training
+) -> Instance:
+    """A random chain instance; every machine has ``slack`` x (all replicas' memory need) / M.
+
+    The need counts the stash of the deepest pipeline, so ``slack`` > 1 means feasible.
+    """
+    rng = np.random.default_rng(seed)
+    lat = np.triu(rng.uniform(0.0005, 0.08, (m, m)), 1)
+    bw = rng.uniform(1e8, 2e9, (m, m))
+    workload = make_chain(
+        list(rng.uniform(1e12, 2e13, n)),
+        list(rng.uniform(1e6, 1e8, n)),
+        params=list(rng.uniform(1e7, 2e8, n)),
+        stash=list(rng.uniform(1e7, 5e8, n)),
+        data_parallel=d,
+        **training,
+    )
+    if memory is None:
+        stash = workload.num_micro_batches if workload.schedule == "gpipe" else min(workload.num_micro_batches, m, n)
+        need = d * float(np.sum(16 * workload.params + stash * workload.stash_bytes))
+        memory = (slack if slack is not None else rng.uniform(1.5, 4.0)) * need / m
+    cluster = make_cluster(rng.uniform(2e13, 3e14, m), lat + lat.T, bw, memory_bytes=memory)
+    return Instance(cluster, workload, f"random/{seed}")
+
+
+def time_of(instance: Instance, placement: np.ndarray) -> float:
+    return float(cost.iteration_time(instance.cluster, instance.workload, placement))
+
+
+def assert_feasible(instance: Instance, result) -> None:
+    assert result.feasible, f"{result.method} on {instance.instance_id}: {result.reason}"
+    p = result.placement
+    assert p.shape == (instance.data_parallel, instance.num_layers)
+    assert p.dtype.kind == "i" and p.min() >= 0 and p.max() < instance.num_machines
+    assert cost.evaluate(instance.cluster, instance.workload, p).memory_feasible
+
+
+def test_registry_names_every_method():
+    expected = {
+        "naive", "random", "random-best-of-n", "compute-greedy", "latency-chain-dp",
+        "partition", "genetic", "anneal", "exact",
+    }  # fmt: skip
+    assert expected <= set(method_names())
+    with pytest.raises(HulkInputError, match="unknown method 'nope'"):
+        get_method("nope")
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize(
+    "instance",
+    [
+        random_instance(1),
+        random_instance(2, m=6, n=10, d=2),
+        random_instance(3, m=4, n=6, d=4, schedule="gpipe"),
+        random_instance(4, m=6, n=24, slack=1.15, num_micro_batches=16),  # memory binds
+    ],
+    ids=["d1", "d2", "d4-gpipe", "tight"],
+)
+def test_every_method_is_memory_feasible(name, instance):
+    result = METHODS[name](instance, 0, SMALL_BUDGETS.get(name))
+    assert result.method == name
+    assert_feasible(instance, result)
+    if name in SMALL_BUDGETS:
+        assert result.cost_evals <= SMALL_BUDGETS[name]
+
+
+@pytest.mark.parametrize("name", [*ALL, "exact"])
+def test_impossible_instance_gives_a_reason_not_a_crash(name):
+    inst = random_instance(5, m=3, n=4, memory=1e8)  # far too little memory
+    result = METHODS[name](inst, 0, SMALL_BUDGETS.get(name))
+    assert not result.feasible and result.placement is None
+    assert result.reason and "\n" not in result.reason
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("seed", range(12))
+def test_stage_dp_matches_brute_force_over_contiguous_splits(seed, reverse):
+    inst = random_instance(100 + seed, m=4, n=6, slack=np.random.default_rng(seed).uniform(0.8, 3.0),
+                           num_micro_batches=int(1 + seed % 8), schedule=("gpipe", "1f1b")[seed % 2])  # fmt: skip
+    chain = np.random.default_rng(seed).permutation(4)
+    splits = {s.num_stages: s for s in split_chain(inst, chain, inst.cluster.memory_bytes, reverse=reverse)}
+    for j in range(1, 5):
+        best = np.inf
+        # Reversed: the model's first layers go to the prefix's last machine.
+        machines = chain[:j][::-1] if reverse else chain[:j]
+        for cuts in itertools.combinations(range(1, 6), j - 1):
+            stage = np.zeros(6, dtype=np.int64)
+            for c in cuts:
+                stage[c:] += 1
+            p = machines[stage][None, None]
+            best = min(best, cost.iteration_times(inst.cluster, inst.workload, p).penalised()[0])
+        if np.isfinite(best):
+            assert j in splits
+            # On a chain with D = 1 the DP's estimate is the cost model's time, and optimal.
+            assert splits[j].estimate_s == pytest.approx(best, rel=1e-9)
+            assert time_of(inst, splits[j].row[None]) == pytest.approx(best, rel=1e-9)
+            assert np.array_equal(splits[j].machines, machines)
+            assert np.all(np.diff(splits[j].stage_of_layer) >= 0)
+        else:
+            assert j not in splits
+
+
+def test_stage_dp_skips_machines_too_small_for_a_layer():
+    # Middle machine holds nothing; the DP must route around it, not give up.
+    lat = np.full((3, 3), 0.001)
+    np.fill_diagonal(lat, 0)
+    cluster = make_cluster([1e14] * 3, lat, np.full((3, 3), 1e9), memory_bytes=1e10)
+    cluster = cluster.subset([0, 1, 2])
+    w = make_chain([1e12] * 4, [1e6] * 4, params=[1e8] * 4, stash=[1e6] * 4)
+    mem = np.array([1e10, 1e8, 1e10])
+    splits = split_chain(Instance(cluster, w), np.array([0, 1, 2]), mem)
+    assert splits and all(1 not in s.machines for s in splits)
+
+
+def test_cut_bytes_counts_every_crossing_edge():
+    from hulk_env.workload import Workload
+
+    w = Workload(
+        name="dag", layer_names=("a", "b", "c", "d"), flops=[1, 1, 1, 1], params=[1, 1, 1, 1],
+        activation_bytes=[10, 20, 30, 40], stash_bytes=[0, 0, 0, 0], edges=[[0, 1], [1, 2], [0, 3], [2, 3]],
+    )  # fmt: skip
+    # cut i: edges u < i <= v. cut1: 0->1, 0->3 = 20; cut2: 1->2, 0->3 = 30; cut3: 0->3, 2->3 = 40.
+    assert cut_bytes(w).tolist() == [0, 20, 30, 40, 0]
+
+
+def test_naive_falls_back_to_first_fit_when_no_even_split_fits():
+    # Layer 0 is huge: an even split never fits, first-fit in listed order does.
+    cluster = make_cluster([1e14] * 3, np.zeros((3, 3)), np.full((3, 3), 1e9), memory_bytes=5e9)
+    # State 4 GB + 3 x 1.5 GB on 5 GB machines: every even split overflows machine 0.
+    w = make_chain([1e12] * 4, [1e6] * 4, params=[2.5e8, 9.375e7, 9.375e7, 9.375e7], stash=[1e6] * 4)
+    inst = Instance(cluster, w)
+    result = naive(inst)
+    assert_feasible(inst, result)
+    assert result.placement[0].tolist() == [0, 1, 1, 1]
+
+
+def test_compute_greedy_splits_in_proportion_to_flops():
+    cluster = make_cluster([2e14, 1e14], np.zeros((2, 2)), np.full((2, 2), 1e9))
+    w = make_chain([1e12] * 9, [1e6] * 9)
+    row = proportional_split(Instance(cluster, w), np.array([0, 1]), cluster.memory_bytes)
+    assert row.tolist() == [0] * 6 + [1] * 3
+
+
+def test_nearest_neighbour_chain_follows_latency():
+    lat = np.array([[0, 1, 5, 9], [1, 0, 2, 6], [5, 2, 0, 3], [9, 6, 3, 0]], dtype=float) * 1e-3
+    cluster = make_cluster([1e14] * 4, lat, np.full((4, 4), 1e9))
+    inst = Instance(cluster, make_chain([1e12] * 3, [1e6] * 3))
+    assert nearest_neighbour_chain(inst, 3).tolist() == [3, 2, 1, 0]
+    assert nearest_neighbour_chain(inst, 0).tolist() == [0, 1, 2, 3]
+
+
+def test_genome_round_trip_and_moves_stay_valid():
+    inst = random_instance(7, m=8, n=9, d=2)
+    rng = np.random.default_rng(0)
+    p = np.array([[0, 0, 1, 1, 1, 2, 2, 2, 2], [3, 3, 3, 4, 4, 4, 4, 4, 4]])
+    g = encode(p, 8)
+    assert (decode(g, 9) == p).all()
+    assert 5 not in p and g.machines.shape == (2, 3)  # replica 1 padded with an unused machine
+    for _ in range(300):
+        h = mutate(g, rng, inst, 3)
+        assert (np.diff(h.cuts, axis=1) >= 0).all() and h.cuts.min() >= 0 and h.cuts.max() <= 9
+        q = decode(h, 9)
+        assert q.shape == (2, 9) and q.min() >= 0 and q.max() < 8
+        assert (decode(encode(q, 8), 9) == q).all()
+        if h.machines.shape == g.machines.shape:
+            child = crossover(g, h, rng)
+            assert child.machines.shape == g.machines.shape
+    deeper = split_stage(g, rng, inst)
+    assert deeper.num_stages == g.num_stages + 1
+    assert isinstance(deeper, Genome)
+
+
+@pytest.mark.parametrize("name", ["genetic", "anneal"])
+@pytest.mark.parametrize("budget", [120, 700])
+def test_searches_respect_budget_and_never_lose_to_their_start(name, budget):
+    inst = random_instance(8, m=6, n=10, d=2, num_micro_batches=16)
+    starts, _ = heuristic_seeds(inst, 0, budget)
+    start_time = min(time_of(inst, p) for p in starts)
+    result = METHODS[name](inst, 0, budget)
+    assert_feasible(inst, result)
+    assert result.cost_evals <= budget
+    assert time_of(inst, result.placement) <= start_time * (1 + 1e-12)
+
+
+def test_searches_stop_exactly_at_their_budget():
+    inst = random_instance(9, m=8, n=12, d=1, num_micro_batches=32)
+    for name in ("genetic", "anneal"):
+        result = METHODS[name](inst, 0, 1500)
+        assert result.cost_evals == 1500
+
+
+@pytest.mark.parametrize("name", ["random", "random-best-of-n", "partition", "genetic", "anneal"])
+def test_same_seed_same_result(name):
+    inst = random_instance(10, m=6, n=8, d=2)
+    a = METHODS[name](inst, 3, SMALL_BUDGETS.get(name))
+    b = METHODS[name](inst, 3, SMALL_BUDGETS.get(name))
+    assert np.array_equal(a.placement, b.placement) and a.cost_evals == b.cost_evals
+
+
+def test_random_best_of_n_evaluates_n_and_beats_one_draw_on_average():
+    inst = random_instance(11, m=6, n=8)
+    result = METHODS["random-best-of-n"](inst, 0, 64)
+    assert result.cost_evals == 64
+    singles = [time_of(inst, METHODS["random"](inst, s, None).placement) for s in range(8)]
+    assert time_of(inst, result.placement) <= np.median(singles)
+
+
+def test_exact_is_optimal_by_enumeration_and_beats_every_baseline():
+    inst = random_instance(12, m=3, n=5, d=1, slack=1.6)
+    result = exact(inst)
+    assert_feasible(inst, result)
+    assert result.cost_evals == num_placements(inst) == 3**5
+    times = cost.iteration_times(
+        inst.cluster,
+        inst.workload,
+        np.array(list(itertools.product(range(3), repeat=5))).reshape(-1, 1, 5),
+    ).penalised()
+    assert time_of(inst, result.placement) == pytest.approx(times.min(), rel=1e-12)
+    for name in ALL:
+        other = METHODS[name](inst, 0, SMALL_BUDGETS.get(name))
+        assert time_of(inst, other.placement) >= times.min() * (1 - 1e-12)
+
+
+def test_exact_refuses_big_instances_with_a_clear_reason():
+    big = random_instance(13, m=8, n=12, d=2)
+    result = exact(big)
+    assert not result.feasible and result.cost_evals == 0
+    assert "too large for exhaustive search" in result.reason and "8 machines" in result.reason
+    small = random_instance(14, m=3, n=4)
+    assert not exact(small, budget=10).feasible  # 81 placements > budget 10
+
+
+def test_evaluator_counts_and_truncates_at_budget():
+    inst = random_instance(15, m=3, n=4)
+    ev = Evaluator(inst, 5)
+    batch = np.repeat(naive(inst).placement[None], 8, axis=0)
+    times = ev.times(batch)
+    assert ev.evals == 5 and ev.exhausted
+    assert np.isfinite(times[:5]).all() and np.isinf(times[5:]).all()
+    assert np.isinf(ev.times(batch)).all() and ev.evals == 5
+
+
+def test_baselines_on_a_built_in_cluster_rank_sensibly():
+    cluster = catalog.get_cluster("cloud-3region")
+    inst = Instance(cluster, catalog.get_model("gpt3-350m", data_parallel=2), "cloud-3region/350m")
+    t = {n: time_of(inst, METHODS[n](inst, 0, SMALL_BUDGETS.get(n)).placement) for n in ALL}
+    # The DP over latency chains is never worse than listing machines in order.
+    assert t["latency-chain-dp"] <= t["naive"]
+    assert t["genetic"] <= min(t["latency-chain-dp"], t["partition"], t["compute-greedy"]) * (1 + 1e-12)
+    assert t["anneal"] <= min(t["latency-chain-dp"], t["partition"], t["compute-greedy"]) * (1 + 1e-12)
