@@ -214,7 +214,7 @@ class PlacementEnv(gym.Env):
     ``invalid_action="penalty"`` places nothing, pays ``INVALID_ACTION_REWARD`` (-0.1) and
     stays on the same slot; after ``D * L`` invalid actions in one episode it is truncated.
     Either way ``info["invalid_action"]`` is True and ``info["applied_action"]`` says what was
-    placed (None in penalty mode).
+    placed (-1 in penalty mode).
 
     ## Observation space
 
@@ -254,7 +254,10 @@ class PlacementEnv(gym.Env):
     | ``D * L`` invalid actions (penalty mode) | False | True | -0.1 | ``placement``, ``reference_time_s`` |
 
     A dead end is a true terminal state (no action exists), so it is ``terminated``: value
-    bootstrapping from it would be wrong. Every step's info holds ``action_mask``,
+    bootstrapping from it would be wrong. ``info["placement"]`` is a tuple of ``D`` tuples of
+    ``L`` machine indices (``np.array`` of it is the ``[D, L]`` placement) and ``info["cost"]``
+    is ``IterationCost.to_dict()`` with ``bottleneck`` as ``[machine]`` or ``[from, to]``: one
+    type per key, so Gymnasium's vector envs can stack infos across different instances. Every step's info holds ``action_mask``,
     ``invalid_action`` and ``applied_action``; ``reset``'s info holds ``action_mask``,
     ``instance_id`` and ``reference_time_s``. Generated instances always admit the naive
     placement, so the first step is never a dead end.
@@ -368,7 +371,7 @@ class PlacementEnv(gym.Env):
             if np.count_nonzero(s.mask) == 0:  # 5x faster than .any() on small arrays
                 s.ended = s.dead_end = True
                 outcome = DEAD_END_REWARD
-                info.update(dead_end=True, placement=s.placement.copy(), reference_time_s=static.reference_time_s)
+                info.update(dead_end=True, placement=placement_info(s.placement), reference_time_s=static.reference_time_s)
         if s.ended:
             # No action follows a final observation; see the class docstring.
             s.mask[: static.instance.num_machines] = True
@@ -436,11 +439,11 @@ class PlacementEnv(gym.Env):
     # ---- internals --------------------------------------------------------------------------
     def _penalty_step(self, s: EpisodeState) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         truncated = s.invalid_actions >= s.placement.size
-        info: dict[str, Any] = {"invalid_action": True, "applied_action": None}
+        info: dict[str, Any] = {"invalid_action": True, "applied_action": -1}
         if truncated:
             s.ended = True
             s.mask[: s.static.instance.num_machines] = True
-            info.update(placement=s.placement.copy(), reference_time_s=s.static.reference_time_s)
+            info.update(placement=placement_info(s.placement), reference_time_s=s.static.reference_time_s)
         info["action_mask"] = s.mask.copy()
         return self._observation(), INVALID_ACTION_REWARD, False, truncated, info
 
@@ -451,11 +454,11 @@ class PlacementEnv(gym.Env):
         time_s = float(breakdown.iteration_time_s)
         info.update(
             dead_end=False,
-            cost=breakdown.to_dict(),
+            cost=cost_info(breakdown),
             iteration_time_s=time_s,
             reference_time_s=static.reference_time_s,
             speedup=static.reference_time_s / time_s,
-            placement=s.placement.copy(),
+            placement=placement_info(s.placement),
         )
         return log_speedup_reward(time_s, static.reference_time_s)
 
@@ -488,6 +491,25 @@ class PlacementEnv(gym.Env):
         if len(self._statics) > _STATIC_CACHE_SIZE:
             self._statics.popitem(last=False)
         return static
+
+
+# ---- info values ---------------------------------------------------------------------------------
+# Gymnasium's vector envs stack each info key into an array typed by the first value they see:
+# a key must keep one type (and ndarrays one shape) across instances and steps. Hence placements
+# as tuples (their [D, L] shape varies between instances) and one type per cost field.
+
+
+def placement_info(placement: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """A ``[D, L]`` placement as nested tuples (``np.array(...)`` turns it back)."""
+    return tuple(tuple(row) for row in placement.tolist())
+
+
+def cost_info(breakdown: cost.IterationCost) -> dict[str, Any]:
+    """``breakdown.to_dict()`` with ``bottleneck`` always a list: ``[machine]`` or ``[from, to]``."""
+    out = breakdown.to_dict()
+    if not isinstance(out["bottleneck"], list):
+        out["bottleneck"] = [int(out["bottleneck"])]
+    return out
 
 
 # ---- spaces -------------------------------------------------------------------------------------
