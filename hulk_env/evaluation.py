@@ -358,6 +358,27 @@ def run_methods(
     return rows
 
 
+def evaluate_suite(
+    suite: str,
+    methods: Sequence[str] = DEFAULT_METHODS,
+    out_dir: str | Path | None = None,
+    hulk_data: str | Path | None = None,
+    seed: int = 0,
+    budgets: Mapping[str, int | None] | None = None,
+    progress: bool = True,
+    extra_methods: Mapping[str, MethodFn] | None = None,
+) -> list[ResultRow]:
+    """Load a suite, run the methods on it and, with ``out_dir``, write the result files.
+
+    One call for ``hulk evaluate``: see :func:`load_suite`, :func:`run_methods` and
+    :func:`write_results` for the arguments.
+    """
+    rows = run_methods(load_suite(suite, hulk_data), methods, seed, budgets, progress, extra_methods)
+    if out_dir is not None:
+        write_results(rows, out_dir, title=f"Leaderboard: {suite}")
+    return rows
+
+
 def _run_one(fn: MethodFn, inst: Instance, seed: int, budget: int | None) -> tuple[float, int, float, str]:
     """``(iteration_time_s or nan, cost_evals, wall_s, reason)``."""
     start = time.perf_counter()
@@ -554,6 +575,7 @@ __all__ = [
     "RESULT_COLUMNS",
     "SUITES",
     "ResultRow",
+    "evaluate_suite",
     "geometric_mean",
     "leaderboard",
     "load_suite",

@@ -16,6 +16,7 @@ from hulk_env.errors import HulkInputError
 from hulk_env.evaluation import (
     RESULT_COLUMNS,
     ResultRow,
+    evaluate_suite,
     geometric_mean,
     leaderboard,
     load_suite,
@@ -222,3 +223,12 @@ def test_write_results_files(tmp_path, tiny):
     assert {e["method"] for e in data["leaderboard"]} == {"naive", "compute-greedy", "broken"}
     summary = paths["summary"].read_text()
     assert "Geomean speed-up vs naive" in summary and "compute-greedy" in summary
+
+
+def test_evaluate_suite_is_one_call(tmp_path):
+    rows = evaluate_suite("tiny-v0", ["naive", "exact"], out_dir=tmp_path, progress=False)
+    assert len(rows) == 2 * 20
+    assert {p.name for p in tmp_path.iterdir()} == {"results.csv", "results.json", "summary.md"}
+    assert "Leaderboard: tiny-v0" in (tmp_path / "summary.md").read_text()
+    board = {e["method"]: e for e in leaderboard(rows)}
+    assert board["exact"]["best_on"] == 20 and board["exact"]["geomean_speedup_vs_naive"] >= 1.0

@@ -1,4 +1,22 @@
-"""Placement algorithms as plain functions: ``method(instance, seed, budget) -> PlacementResult``."""
+"""Placement algorithms as plain functions: ``method(instance, seed, budget) -> PlacementResult``.
+
+Every method respects memory: it returns a placement that fits (checked with the cost model), or
+``placement=None`` with a one-line ``reason``. ``cost_evals`` counts the placements it evaluated
+with the cost model; ``budget`` caps that count (for ``random-best-of-n`` it is the number of
+samples, for ``exact`` the largest search space it enumerates).
+
+====================  =========================================================================
+``naive``             listed machines, even contiguous split (the paper's "without Hulk")
+``random``            one random contiguous placement that fits (random machine order and sizes)
+``random-best-of-n``  the best of ``budget`` (1000) random placements, one batch evaluation
+``compute-greedy``    fastest machines first, layers split in proportion to FLOP/s
+``latency-chain-dp``  nearest-latency chains from every machine, optimal stage DP split
+``partition``         spectral clusters of machines by latency, chains through them, stage DP
+``genetic``           hybrid genetic search of Yuan et al. (2022), budget 20,000 evaluations
+``anneal``            simulated annealing from the best heuristic, budget 20,000 evaluations
+``exact``             exhaustive enumeration of all ``M^(D L)`` placements (up to 2e6)
+====================  =========================================================================
+"""
 
 from __future__ import annotations
 

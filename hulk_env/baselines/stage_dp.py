@@ -108,7 +108,7 @@ def split_chain(
     free_bytes: np.ndarray,
     share: int = 1,
     max_stages: int | None = None,
-    num_thresholds: int = 24,
+    num_thresholds: int = 16,
     reverse: bool = False,
 ) -> list[Split]:
     """The best split over every prefix of the chain that fits in memory.
