@@ -341,6 +341,12 @@ class PlacementEnv(gym.Env):
         self._state = _new_state(static, self.max_machines, self.max_layers)
         self.reward_fn.reset()
         _update_mask(self._state)
+        if np.count_nonzero(self._state.mask) == 0:
+            # Only possible when the naive placement fills a machine to within MEMORY_RTOL.
+            raise HulkInputError(
+                "no machine can hold the first layer within the mask's memory margin",
+                source=instance.instance_id,
+            )
         info = {
             "action_mask": self._state.mask.copy(),
             "instance_id": instance.instance_id,
