@@ -947,8 +947,14 @@ def placement_image(s: EpisodeState) -> np.ndarray:
             i = int(np.flatnonzero(c.region_index == region_i)[0])
             ax.annotate(region, (x[i], y[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
     else:
+        from matplotlib.ticker import MaxNLocator
+
         ax.set_xticks(range(len(c.regions)), c.regions, rotation=30, fontsize=7)
+        ax.set_xlim(-0.5, len(c.regions) - 0.5)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("machine within region")
+        for i, mc in enumerate(c.machines):
+            ax.annotate(mc.name, (x[i], y[i]), fontsize=7, xytext=(8, -3), textcoords="offset points")
     title = f"{inst.instance_id}  step {s.t}/{s.placement.size}"
     if s.t == s.placement.size:
         title += f"  speed-up {static.reference_time_s / cost.iteration_time(c, w, s.placement):.2f}x"
