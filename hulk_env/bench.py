@@ -11,38 +11,53 @@ import numpy as np
 
 BENCH_CLUSTER = "default"  # the built-in 47-machine cluster (paper-12city-47)
 BENCH_MODEL = "gpt3-1.3b"
+SLICES = 10  # alternating measurement slices per env
 
 
-def _steps_per_s(env: gym.Env, pick, seconds: float, seed: int) -> tuple[float, int]:
-    """Random steps per second of ``env`` (resets included), over about ``seconds``."""
-    rng = np.random.default_rng(seed)
-    obs, _ = env.reset(seed=seed)
-    steps, episodes = 0, 0
-    start = time.perf_counter()
-    deadline = start + seconds
-    while True:
-        for _ in range(256):
-            obs, _, terminated, truncated, _ = env.step(pick(obs, rng))
-            if terminated or truncated:
-                obs, _ = env.reset()
-                episodes += 1
-        steps += 256
-        now = time.perf_counter()
-        if now >= deadline:
-            return steps / (now - start), episodes
+class _Stepper:
+    """Steps one env with random actions, in slices, keeping its episode going between slices."""
+
+    def __init__(self, env: gym.Env, pick, seed: int) -> None:
+        self.env, self.pick = env, pick
+        self.rng = np.random.default_rng(seed)
+        self.obs, _ = env.reset(seed=seed)
+        self.steps = self.episodes = 0
+        self.seconds = 0.0
+
+    def run(self, seconds: float) -> None:
+        env, pick, rng, obs = self.env, self.pick, self.rng, self.obs
+        start = time.perf_counter()
+        deadline = start + seconds
+        while True:
+            for _ in range(256):
+                obs, _, terminated, truncated, _ = env.step(pick(obs, rng))
+                if terminated or truncated:
+                    obs, _ = env.reset()
+                    self.episodes += 1
+            self.steps += 256
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        self.obs = obs
+        self.seconds += now - start
+
+    @property
+    def rate(self) -> float:
+        return self.steps / self.seconds
 
 
 def bench_env(seconds: float = 3.0, data_parallel: int | None = None) -> dict:
     """Steps per second of ``hulk/Placement-v0`` against Gymnasium's CartPole-v1.
 
-    Both envs are made with ``gymnasium.make`` (same wrappers) and stepped by the same loop:
+    Both envs are made with ``gymnasium.make`` (same wrappers) and stepped by the same loop, in
+    alternating slices (so that load from other processes affects both alike):
     a uniformly random action, for the placement env among the machines its ``action_mask``
     allows (the observation is built every step), resetting when an episode ends. The
     placement env is the fixed instance "default" cluster (47 machines) x gpt3-1.3b with the
     terminal reward; every episode ends with a full cost-model evaluation.
 
     Args:
-        seconds: time spent on each env.
+        seconds: time spent on each env (about ``2 x seconds`` in all).
         data_parallel: replicas ``D`` of the model (``None`` = the model's default, 1).
 
     Returns:
@@ -60,12 +75,16 @@ def bench_env(seconds: float = 3.0, data_parallel: int | None = None) -> dict:
     def uniform(obs, rng):
         return int(rng.integers(2))
 
-    hulk_rate, hulk_episodes = _steps_per_s(env, masked, seconds, seed=0)
+    hulk = _Stepper(env, masked, seed=0)
+    cartpole = _Stepper(gym.make("CartPole-v1"), uniform, seed=0)
+    # Alternate short slices so that load from other processes hits both envs alike.
+    for _ in range(SLICES):
+        hulk.run(seconds / SLICES)
+        cartpole.run(seconds / SLICES)
     inst = env.unwrapped.instance
     env.close()
-    cartpole = gym.make("CartPole-v1")
-    cart_rate, _ = _steps_per_s(cartpole, uniform, seconds, seed=0)
-    cartpole.close()
+    cartpole.env.close()
+    hulk_rate, hulk_episodes, cart_rate = hulk.rate, hulk.episodes, cartpole.rate
     return {
         "env_steps_per_s": hulk_rate,
         "cartpole_steps_per_s": cart_rate,
