@@ -307,6 +307,128 @@ def _print_bench(result: dict, as_json: bool) -> None:
     console.print(table)
 
 
+# ---- plot commands ----
+plot_app = typer.Typer(no_args_is_help=True, help="Pictures as PNG: placement map, schedule, leaderboard, curves.")
+app.add_typer(plot_app, name="plot")
+
+
+def _placed(
+    cluster: str, model: str, method: str, policy: Path | None, data_parallel: int | None,
+    micro_batches: int | None, schedule: str | None, seed: int, budget: int | None,
+):
+    """``(instance, placement, method name)`` for the plot commands (same options as ``place``)."""
+    from hulk_env.baselines import get_method
+    from hulk_env.generators import fixed_instance
+
+    instance = fixed_instance(
+        cluster, model, data_parallel=data_parallel, num_micro_batches=micro_batches, schedule=schedule
+    )
+    name, fn = (f"policy:{policy}", _policy_method(policy)) if policy else (method, get_method(method))
+    result = fn(instance, seed, budget)
+    if not result.feasible:
+        raise HulkInputError(f"{name} found no feasible placement: {result.reason}")
+    return instance, result.placement, name
+
+
+ClusterOpt = Annotated[str, typer.Option("--cluster", "-c", help="Built-in name, paper data directory or YAML/JSON file.")]
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Built-in model name or YAML/JSON file.")]
+MethodOpt = Annotated[str, typer.Option("--method", help="A placement method (see `hulk evaluate --help`).")]
+PolicyOpt = Annotated[Path | None, typer.Option("--policy", help="A trained policy's run directory (replaces --method).")]
+DataParallelOpt = Annotated[int | None, typer.Option("--data-parallel", "-d", min=1, help="Data-parallel replicas D.")]
+MicroBatchesOpt = Annotated[int | None, typer.Option("--micro-batches", min=1, help="Micro-batches per iteration.")]
+ScheduleOpt = Annotated[str | None, typer.Option("--schedule", help="gpipe or 1f1b.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of randomised methods.")]
+BudgetOpt = Annotated[int | None, typer.Option("--budget", min=1, help="Cost-model evaluations for search methods.")]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="The PNG file to write.")]
+
+
+@plot_app.command("placement")
+@clean_errors
+def plot_placement(
+    out: OutOpt,
+    cluster: ClusterOpt = "default",
+    model: ModelOpt = "default",
+    method: MethodOpt = "latency-chain-dp",
+    policy: PolicyOpt = None,
+    data_parallel: DataParallelOpt = None,
+    micro_batches: MicroBatchesOpt = None,
+    schedule: ScheduleOpt = None,
+    seed: SeedOpt = 0,
+    budget: BudgetOpt = None,
+    title: Annotated[str | None, typer.Option("--title", help="Figure title.")] = None,
+) -> None:
+    """Placement on a world map: machines at their cities coloured by pipeline stage, links by traffic."""
+    from hulk_env.render import placement_figure, save_figure
+
+    instance, placement, _ = _placed(cluster, model, method, policy, data_parallel, micro_batches, schedule, seed, budget)
+    console.print(f"wrote {save_figure(placement_figure(instance, placement, title=title), out)}")
+
+
+@plot_app.command("gantt")
+@clean_errors
+def plot_gantt(
+    out: OutOpt,
+    cluster: ClusterOpt = "default",
+    model: ModelOpt = "default",
+    method: MethodOpt = "latency-chain-dp",
+    policy: PolicyOpt = None,
+    data_parallel: DataParallelOpt = None,
+    micro_batches: MicroBatchesOpt = None,
+    schedule: ScheduleOpt = None,
+    seed: SeedOpt = 0,
+    budget: BudgetOpt = None,
+    max_rows: Annotated[int, typer.Option("--max-rows", min=1, help="Rows shown (machines first, then the busiest links).")] = 40,
+    title: Annotated[str | None, typer.Option("--title", help="Figure title.")] = None,
+) -> None:
+    """The simulated schedule of one iteration as a Gantt chart (machines and links as rows)."""
+    from hulk_env.render import gantt_figure, save_figure
+    from hulk_env.simulate import simulate
+
+    instance, placement, _ = _placed(cluster, model, method, policy, data_parallel, micro_batches, schedule, seed, budget)
+    result = simulate(instance.cluster, instance.workload, placement)
+    fig = gantt_figure(result, instance, max_rows=max_rows, title=title)
+    console.print(f"wrote {save_figure(fig, out)} (simulated iteration {result.iteration_time_s:.3f} s)")
+
+
+@plot_app.command("leaderboard")
+@clean_errors
+def plot_leaderboard(
+    results_csv: Annotated[Path, typer.Argument(help="A results.csv from `hulk evaluate` or an experiment.")],
+    out: OutOpt,
+    title: Annotated[str | None, typer.Option("--title", help="Figure title.")] = None,
+    reference: Annotated[float | None, typer.Option("--reference", help="Also draw a line at this speed-up.")] = None,
+) -> None:
+    """Geometric-mean speed-up over naive per method, with one dot per instance."""
+    from hulk_env.render import leaderboard_figure, read_results_csv, save_figure
+
+    fig = leaderboard_figure(read_results_csv(results_csv), title=title, reference=reference)
+    console.print(f"wrote {save_figure(fig, out)}")
+
+
+@plot_app.command("curves")
+@clean_errors
+def plot_curves(
+    runs: Annotated[list[Path], typer.Argument(help="Run directories (TensorBoard tb/, eval/evaluations.csv) or CSV files.")],
+    out: OutOpt,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="Scalar tag to plot (repeatable; default: speed-ups and return).")] = None,
+    smoothing: Annotated[float, typer.Option("--smooth", min=0.0, max=0.99, help="EMA weight, as in TensorBoard.")] = 0.6,
+    title: Annotated[str | None, typer.Option("--title", help="Figure title.")] = None,
+) -> None:
+    """Learning curves of one or more training runs, one panel per tag."""
+    from hulk_env.render import curves_figure, read_curves, save_figure
+
+    curves = {_run_label(p, runs): read_curves(p) for p in runs}
+    fig = curves_figure(curves, tags=tag or None, smoothing=smoothing, title=title)
+    console.print(f"wrote {save_figure(fig, out)}")
+
+
+def _run_label(path: Path, everything: list[Path]) -> str:
+    """A short, unique legend label for a run path."""
+    label = path.stem if path.is_file() else path.name
+    clash = sum(1 for p in everything if (p.stem if p.is_file() else p.name) == label) > 1
+    return str(path) if clash else label
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 
