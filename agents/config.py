@@ -1,0 +1,336 @@
+"""One typed training configuration: dataclasses, YAML files, dotted overrides.
+
+A run is described by a :class:`RunConfig` with five sections (``env``, ``ppo``, ``policy``,
+``train``, ``eval``). It is read from a YAML file under ``experiments/configs/`` (every key is
+optional; missing keys keep the defaults below), then overridden from the command line with
+dotted ``section.key=value`` pairs (``--set ppo.learning_rate=1e-4``), and written resolved next
+to the run (``config.yaml``) so the run can be repeated or resumed from that file alone.
+
+Unknown sections or keys and values of the wrong type raise :class:`HulkInputError` naming the
+file and the key, never a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hulk_env.errors import HulkInputError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = REPO_ROOT / "experiments" / "configs"
+
+
+@dataclass
+class EnvConfig:
+    """What the agent is trained on (arguments of :class:`hulk_env.env.PlacementEnv`).
+
+    Attributes:
+        generator: where training instances come from: ``fixed`` (one cluster x one model),
+            ``suite`` (the first ``suite_instances`` of a benchmark suite), ``toy`` or
+            ``random`` (a fresh instance from :mod:`hulk_env.generators` every episode).
+        cluster: ``fixed``: a built-in cluster name (``default``), a paper data directory or a
+            YAML/JSON file.
+        model: ``fixed``: a built-in model name (``default``) or a YAML/JSON workload file.
+        data_parallel: ``fixed``: replicas ``D`` (``None`` keeps the model's default).
+        num_micro_batches: ``fixed``: micro-batches per iteration (``None``: the model's).
+        suite: ``suite``: the benchmark suite (e.g. ``geo-v0``).
+        suite_instances: ``suite``: how many of its first instances to train on (``0`` = all);
+            the rest are held out for evaluation.
+        heldout_suite: evaluate on this suite's instances instead (e.g. ``tiny-v0`` for a
+            ``toy`` run); empty: the training instance (``fixed``), the suite's held-out
+            instances, or ``eval.heldout_instances`` fresh draws of the generator.
+        max_machines: machine padding of the observation (``0`` = the largest instance's).
+        max_layers: (replica x layer) slot padding (``0`` = the largest instance's).
+        max_edges: layer-graph edge padding (``0`` = the largest instance's).
+        reward: ``terminal``, ``dense`` (the env's potential-based shaping) or ``stay``
+            (:class:`agents.shaping.StayLookahead`); all three have the same episode return.
+        invalid_action: ``fallback`` or ``penalty`` (never reached with masking).
+        lookahead: add the one-step lookahead observation of :mod:`agents.shaping` (the
+            shaped reward of every action, from one batched cost-model call per step).
+    """
+
+    generator: str = "fixed"
+    cluster: str = "default"
+    model: str = "default"
+    data_parallel: int | None = None
+    num_micro_batches: int | None = None
+    suite: str = ""
+    suite_instances: int = 0
+    heldout_suite: str = ""
+    max_machines: int = 0
+    max_layers: int = 0
+    max_edges: int = 0
+    reward: str = "stay"
+    invalid_action: str = "fallback"
+    lookahead: bool = True
+
+
+@dataclass
+class PPOConfig:
+    """``sb3_contrib.MaskablePPO`` hyper-parameters (same names as the library)."""
+
+    learning_rate: float = 3e-4
+    n_steps: int = 256
+    batch_size: int = 256
+    n_epochs: int = 4
+    gamma: float = 1.0
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: float | None = None
+    normalize_advantage: bool = True
+
+
+@dataclass
+class PolicyConfig:
+    """The network.
+
+    Attributes:
+        extractor: ``gnn`` (the graph network of :mod:`agents.gnn`) or ``mlp`` (SB3's default
+            ``MultiInputPolicy`` extractor, for comparisons).
+        hidden_dim: embedding width of machines and layers.
+        machine_rounds: message-passing rounds over the machine graph.
+        layer_rounds: message-passing rounds over the layer DAG.
+        heads: attention heads relating the current layer to the machines.
+    """
+
+    extractor: str = "gnn"
+    hidden_dim: int = 32
+    machine_rounds: int = 1
+    layer_rounds: int = 1
+    heads: int = 2
+
+
+@dataclass
+class TrainConfig:
+    """The run.
+
+    Attributes:
+        total_timesteps: environment steps to train for (over all envs).
+        seed: seeds Python, numpy, torch, the envs and the evaluation instances.
+        n_envs: parallel environments (in-process ``DummyVecEnv``).
+        torch_threads: ``torch.set_num_threads`` (small networks run fastest on few threads).
+        checkpoint_every: steps between atomic checkpoints (``0`` = only at the end).
+        progress_bar: show a progress bar.
+        out: the directory under which run directories are created.
+        name: run directory name (empty: ``<config>-<timestamp>``).
+        device: torch device.
+        tensorboard: write TensorBoard logs under ``RUN_DIR/tb``.
+    """
+
+    total_timesteps: int = 100_000
+    seed: int = 0
+    n_envs: int = 4
+    torch_threads: int = 1
+    checkpoint_every: int = 10_000
+    progress_bar: bool = True
+    out: str = "runs"
+    name: str = ""
+    device: str = "cpu"
+    tensorboard: bool = True
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation during and after training.
+
+    Attributes:
+        eval_every: steps between ``MaskableEvalCallback`` evaluations (``0`` = never).
+        n_eval_episodes: episodes per evaluation (held-out instances, deterministic).
+        heldout_instances: held-out instances for a suite run (the single-instance run evaluates
+            on its own instance).
+        baselines: methods the final comparison runs next to the policy.
+        budget: evaluation budget passed to the search baselines (``None`` = their default).
+        samples: besides the deterministic rollout, also sample this many stochastic rollouts
+            and keep the best placement (``0`` = deterministic only).
+    """
+
+    eval_every: int = 10_000
+    n_eval_episodes: int = 4
+    heldout_instances: int = 4
+    baselines: list[str] = field(default_factory=lambda: ["naive", "compute-greedy", "latency-chain-dp"])
+    budget: int | None = None
+    samples: int = 0
+
+
+@dataclass
+class RunConfig:
+    """Everything a training run needs, as one object."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (YAML/JSON ready)."""
+        return dataclasses.asdict(self)
+
+
+SECTIONS: dict[str, type] = {
+    "env": EnvConfig,
+    "ppo": PPOConfig,
+    "policy": PolicyConfig,
+    "train": TrainConfig,
+    "eval": EvalConfig,
+}
+
+
+# --------------------------------------------------------------------------------- coercion
+def _coerce(value: Any, kind: Any, source: str | None, key: str) -> Any:
+    """``value`` converted to the annotated type ``kind``; a clear error when it cannot be."""
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(kind)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], source, key)
+    if origin is list:
+        (item,) = typing.get_args(kind)
+        if isinstance(value, str):  # "a,b,c" from the command line
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list | tuple):
+            raise HulkInputError(f"expected a list, got {value!r}", source=source, field=key)
+        return [_coerce(v, item, source, key) for v in value]
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise HulkInputError(f"expected true or false, got {value!r}", source=source, field=key)
+    if kind is int:
+        if isinstance(value, bool):
+            raise HulkInputError(f"expected an integer, got {value!r}", source=source, field=key)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # 1e5 in YAML is a float
+        try:
+            as_float = float(str(value).replace("_", ""))
+        except ValueError:
+            as_float = float("nan")
+        if as_float.is_integer():
+            return int(as_float)
+        raise HulkInputError(f"expected an integer, got {value!r}", source=source, field=key)
+    if kind is float:
+        if isinstance(value, bool):
+            raise HulkInputError(f"expected a number, got {value!r}", source=source, field=key)
+        try:
+            return float(value)  # PyYAML reads "1e-4" (no dot) as a string
+        except (TypeError, ValueError):
+            raise HulkInputError(f"expected a number, got {value!r}", source=source, field=key) from None
+    if kind is str:
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            return str(value)
+        raise HulkInputError(f"expected a string, got {value!r}", source=source, field=key)
+    raise TypeError(f"unsupported config field type {kind!r}")  # a programming error
+
+
+def _section_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _apply(config: RunConfig, section: str, key: str, value: Any, source: str | None) -> None:
+    """Set ``config.section.key = value`` with type checking."""
+    if section not in SECTIONS:
+        raise HulkInputError(
+            f"unknown config section '{section}'; sections: {', '.join(SECTIONS)}",
+            source=source,
+            field=section,
+        )
+    hints = _section_types(SECTIONS[section])
+    if key not in hints:
+        raise HulkInputError(
+            f"unknown key '{section}.{key}'; keys of '{section}': {', '.join(hints)}",
+            source=source,
+            field=f"{section}.{key}",
+        )
+    setattr(getattr(config, section), key, _coerce(value, hints[key], source, f"{section}.{key}"))
+
+
+# ---------------------------------------------------------------------------------- loading
+def resolve_config_path(name_or_path: str | Path) -> Path:
+    """A config file path: an existing path, or a name under ``experiments/configs/``."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    for candidate in (CONFIG_DIR / f"{name_or_path}.yaml", CONFIG_DIR / str(name_or_path)):
+        if candidate.is_file():
+            return candidate
+    known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+    raise HulkInputError(
+        f"no config file '{name_or_path}'; give a YAML path or one of: {', '.join(known)}",
+        field="config",
+    )
+
+
+def config_from_dict(data: dict[str, Any], source: str | None = None) -> RunConfig:
+    """A config from a nested mapping; missing keys keep their defaults."""
+    config = RunConfig()
+    if data is None:
+        return config
+    if not isinstance(data, dict):
+        raise HulkInputError("a config must be a mapping of sections", source=source)
+    for section, values in data.items():
+        if values is None:
+            continue
+        if not isinstance(values, dict):
+            raise HulkInputError(
+                f"section '{section}' must be a mapping of keys", source=source, field=str(section)
+            )
+        for key, value in values.items():
+            _apply(config, str(section), str(key), value, source)
+    return config
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
+    """Read a YAML config (``None``: ``experiments/configs/default.yaml``), then apply overrides.
+
+    Args:
+        path: a YAML file or a config name under ``experiments/configs/``.
+        overrides: ``section.key=value`` strings; values are parsed as YAML scalars/lists.
+    """
+    file = resolve_config_path(path if path is not None else "default")
+    try:
+        data = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as exc:
+        raise HulkInputError(f"not valid YAML: {exc}".replace("\n", " "), source=str(file)) from None
+    config = config_from_dict(data, source=str(file))
+    return apply_overrides(config, overrides)
+
+
+def apply_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -> RunConfig:
+    """Apply ``section.key=value`` overrides in order (later ones win)."""
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot or not name:
+            raise HulkInputError(
+                f"override '{item}' must look like section.key=value (e.g. ppo.learning_rate=1e-4)",
+                field="--set",
+            )
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        _apply(config, section, name, value, "--set")
+    return config
+
+
+def save_config(config: RunConfig, path: Path) -> None:
+    """Write the resolved config as YAML (atomically)."""
+    text = yaml.safe_dump(config.to_dict(), sort_keys=False)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

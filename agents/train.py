@@ -1,0 +1,526 @@
+"""Train the placement policy with masked PPO: ``train(config) -> run directory``.
+
+Reads top to bottom (CleanRL style): run directory and config -> seeds -> instances -> envs ->
+model -> callbacks -> learn -> save. Everything a run writes lives in its directory::
+
+    RUN_DIR/
+      config.yaml        the resolved RunConfig (re-read by --resume)
+      versions.json      Python, torch, SB3, sb3-contrib, torch-geometric, gymnasium, numpy, git
+      env_spec.json      env id, constructor arguments, padding, instance ids, spaces
+      checkpoint.pt      latest training state (weights-only torch file, written atomically)
+      policy/            final policy: policy.json + weights.pt (see agents.evaluate)
+      best_policy/       best deterministic evaluation so far (same format)
+      eval/evaluations.csv   MaskableEvalCallback results over time
+      tb/                TensorBoard logs (SB3 scalars + placement/* metrics)
+
+Checkpoint and resume: ``checkpoint.pt`` holds the policy and optimizer ``state_dict``s, the
+timestep count, the torch RNG state and the best evaluation so far -- tensors and plain
+values only, loaded with ``torch.load(weights_only=True)``. It is written every
+``train.checkpoint_every`` steps at a rollout boundary and at the end, through a temporary file
+and ``os.replace``, so a kill at any moment leaves the previous complete checkpoint.
+``train(config, resume=RUN_DIR)`` rebuilds the model from ``RUN_DIR/config.yaml``, restores the
+checkpoint and continues until the same ``total_timesteps`` (SB3 rounds up to whole rollouts,
+``n_steps x n_envs``, both times, so both runs stop at the same count).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import platform
+import random
+import subprocess
+import time
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from sb3_contrib import MaskablePPO
+from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.monitor import Monitor
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from agents.config import RunConfig, config_from_dict, save_config
+from agents.evaluate import (
+    BEST_POLICY_DIR,
+    FINAL_POLICY_DIR,
+    Padding,
+    atomic_torch_save,
+    atomic_write_text,
+    safe_torch_load,
+    save_policy,
+    traffic,
+)
+from agents.policy import policy_class_and_kwargs
+from agents.shaping import StayLookahead
+from hulk_env.env import ENV_ID, PlacementEnv
+from hulk_env.errors import HulkInputError
+from hulk_env.generators import InstanceListGenerator, fixed_instance, make_generator
+from hulk_env.instance import Instance
+
+CHECKPOINT = "checkpoint.pt"
+CHECKPOINT_FORMAT = "hulk-checkpoint/1"
+HELDOUT_SEED_OFFSET = 1_000_003  # held-out generator draws never share the training seed
+
+
+# ---------------------------------------------------------------------------- instances
+class CyclingInstances:
+    """A generator that returns its instances in order, round robin (deterministic evals).
+
+    Args:
+        instances: the instances to cycle through.
+    """
+
+    def __init__(self, instances: list[Instance]) -> None:
+        self.instances = tuple(instances)
+        self._padding = Padding.of(self.instances)
+        self._next = 0
+
+    @property
+    def max_machines(self) -> int:
+        return self._padding.max_machines
+
+    @property
+    def max_slots(self) -> int:
+        return self._padding.max_layers
+
+    @property
+    def max_edges(self) -> int:
+        return self._padding.max_edges
+
+    def __call__(self, np_random: np.random.Generator) -> Instance:
+        del np_random  # the order is the point
+        instance = self.instances[self._next % len(self.instances)]
+        self._next += 1
+        return instance
+
+
+def training_source(config: RunConfig) -> tuple[Any, list[Instance]]:
+    """``(generator for the training envs, held-out instances for evaluation)``."""
+    env, seed = config.env, config.train.seed
+    if env.generator == "fixed":
+        instance = fixed_instance(
+            env.cluster, env.model, data_parallel=env.data_parallel, num_micro_batches=env.num_micro_batches
+        )
+        generator = InstanceListGenerator((instance,))
+        heldout = [instance]
+    elif env.generator == "suite":
+        from hulk_env.evaluation import load_suite
+
+        if not env.suite:
+            raise HulkInputError("env.generator=suite needs env.suite (e.g. geo-v0)", field="env.suite")
+        instances = load_suite(env.suite)
+        n = env.suite_instances or len(instances)
+        generator = InstanceListGenerator(tuple(instances[:n]))
+        heldout = instances[n:] or instances[:n]
+    elif env.generator in ("toy", "random"):
+        generator = make_generator(env.generator)
+        rng = np.random.default_rng(seed + HELDOUT_SEED_OFFSET)
+        heldout = [generator(rng) for _ in range(max(1, config.eval.heldout_instances))]
+    else:
+        raise HulkInputError(
+            f"unknown env.generator '{env.generator}'; choose fixed, suite, toy or random", field="env.generator"
+        )
+    if env.heldout_suite:
+        from hulk_env.evaluation import load_suite
+
+        heldout = load_suite(env.heldout_suite)
+    return generator, heldout
+
+
+def padding_for(config: RunConfig, generator: Any, heldout: list[Instance]) -> Padding:
+    """The observation padding: the config's, else the largest of the generator and held-out set."""
+    needed = Padding(generator.max_machines, generator.max_slots, max(1, generator.max_edges)).at_least(
+        Padding.of(heldout)
+    )
+    env = config.env
+    chosen = Padding(
+        env.max_machines or needed.max_machines,
+        env.max_layers or needed.max_layers,
+        env.max_edges or needed.max_edges,
+    )
+    for key in ("max_machines", "max_layers", "max_edges"):
+        if getattr(chosen, key) < getattr(needed, key):
+            raise HulkInputError(
+                f"env.{key}={getattr(chosen, key)} is below what the instances need ({getattr(needed, key)})",
+                field=f"env.{key}",
+            )
+    return chosen
+
+
+# --------------------------------------------------------------------------------- envs
+class PlacementMetrics(gym.Wrapper):
+    """Adds ``wan_traffic_share`` to the final step's info (the instance is gone after reset)."""
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated and not info.get("dead_end", False) and "placement" in info:
+            info["wan_traffic_share"] = traffic(self.env.unwrapped.instance, info["placement"]).wan_share
+        return obs, reward, terminated, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.unwrapped.action_masks()
+
+
+REWARDS = ("terminal", "dense", "stay")
+
+
+def make_env(generator: Any, padding: Padding, config: RunConfig) -> gym.Env:
+    """One training env: the placement env, stay shaping and lookahead
+    (:mod:`agents.shaping`), placement metrics, SB3's Monitor (no file)."""
+    reward = config.env.reward
+    if reward not in REWARDS:
+        raise HulkInputError(f"unknown env.reward '{reward}'; choose one of {', '.join(REWARDS)}", field="env.reward")
+    env: gym.Env = PlacementEnv(
+        generator=generator,
+        max_machines=padding.max_machines,
+        max_layers=padding.max_layers,
+        max_edges=padding.max_edges,
+        reward="terminal" if reward == "stay" else reward,
+        invalid_action=config.env.invalid_action,
+    )
+    if reward == "stay" or config.env.lookahead:
+        env = StayLookahead(env, shape=reward == "stay", lookahead=config.env.lookahead)
+    return Monitor(PlacementMetrics(env))
+
+
+def make_vec_env(generator: Any, padding: Padding, config: RunConfig, n_envs: int) -> DummyVecEnv:
+    """``n_envs`` in-process envs (the network, not the env, is the cost on 2 cores)."""
+    return DummyVecEnv([lambda: make_env(generator, padding, config) for _ in range(n_envs)])
+
+
+# ------------------------------------------------------------------------------ model
+def build_model(config: RunConfig, vec_env: DummyVecEnv, tb_dir: Path | None) -> MaskablePPO:
+    """MaskablePPO with the configured policy and hyper-parameters."""
+    p = config.policy
+    policy_cls, policy_kwargs = policy_class_and_kwargs(p.extractor, p.hidden_dim, p.machine_rounds, p.layer_rounds, p.heads)
+    ppo = asdict(config.ppo)
+    return MaskablePPO(
+        policy_cls,
+        vec_env,
+        policy_kwargs=policy_kwargs,
+        tensorboard_log=str(tb_dir) if tb_dir else None,
+        seed=config.train.seed,
+        device=config.train.device,
+        verbose=0,
+        **ppo,
+    )
+
+
+def seed_everything(seed: int, threads: int) -> None:
+    """Seed Python, numpy and torch; set torch's thread count."""
+    random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 - seeds third-party code that uses the legacy global RNG
+    torch.manual_seed(seed)
+    torch.set_num_threads(max(1, threads))
+
+
+# -------------------------------------------------------------------------- checkpoints
+def save_checkpoint(model: MaskablePPO, run_dir: Path, best_mean_reward: float) -> Path:
+    """Atomically write ``checkpoint.pt`` (see the module docstring)."""
+    state = {
+        "format": CHECKPOINT_FORMAT,
+        "num_timesteps": int(model.num_timesteps),
+        "policy": model.policy.state_dict(),
+        "optimizer": model.policy.optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "best_mean_reward": float(best_mean_reward),
+        "saved_at": time.time(),
+    }
+    path = run_dir / CHECKPOINT
+    atomic_torch_save(state, path)
+    return path
+
+
+def load_checkpoint(model: MaskablePPO, run_dir: Path) -> float:
+    """Restore ``checkpoint.pt`` into ``model``; returns the best evaluation recorded so far.
+
+    Raises:
+        HulkInputError: missing, corrupt, or from a different network.
+    """
+    path = run_dir / CHECKPOINT
+    state = safe_torch_load(path, "checkpoint")
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise HulkInputError(f"not a {CHECKPOINT_FORMAT} checkpoint", source=str(path))
+    try:
+        model.policy.load_state_dict(state["policy"])
+        model.policy.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+    except (KeyError, RuntimeError, ValueError, TypeError) as exc:
+        raise HulkInputError(
+            f"checkpoint does not match the run's config ({type(exc).__name__}: {str(exc).splitlines()[0]})",
+            source=str(path),
+        ) from None
+    model.num_timesteps = int(state["num_timesteps"])
+    return float(state.get("best_mean_reward", -np.inf))
+
+
+# -------------------------------------------------------------------------- callbacks
+class PlacementLogger(BaseCallback):
+    """TensorBoard ``placement/*``: iteration time, speed-up vs naive, WAN traffic share, dead
+    ends (means over the episodes finished since the last log), and seconds per rollout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rollout_start = time.perf_counter()
+
+    def _on_rollout_start(self) -> None:
+        self._rollout_start = time.perf_counter()
+
+    def _on_rollout_end(self) -> None:
+        self.logger.record("time/rollout_s", time.perf_counter() - self._rollout_start)
+
+    def _on_step(self) -> bool:
+        for info, done in zip(self.locals["infos"], self.locals["dones"], strict=True):
+            if not done:
+                continue
+            dead = bool(info.get("dead_end", False))
+            self.logger.record_mean("placement/dead_end", float(dead))
+            if "iteration_time_s" in info:
+                self.logger.record_mean("placement/iteration_time_s", info["iteration_time_s"])
+                self.logger.record_mean("placement/speedup_vs_naive", info["speedup"])
+            if "wan_traffic_share" in info:
+                self.logger.record_mean("placement/wan_traffic_share", info["wan_traffic_share"])
+        return True
+
+
+class Checkpointer(BaseCallback):
+    """Atomic checkpoints every ``every`` steps (at rollout boundaries) and at the end."""
+
+    def __init__(self, run_dir: Path, every: int, best: Any) -> None:
+        super().__init__()
+        self.run_dir, self.every, self.best = run_dir, every, best
+        self._last = 0
+
+    def _on_training_start(self) -> None:
+        self._last = self.model.num_timesteps
+
+    def _on_rollout_start(self) -> None:
+        # The previous rollout has been trained on: the model is consistent here.
+        if self.every > 0 and self.model.num_timesteps - self._last >= self.every:
+            save_checkpoint(self.model, self.run_dir, self.best.best_mean_reward)
+            self._last = self.model.num_timesteps
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class SaveBest(BaseCallback):
+    """``callback_on_new_best``: writes ``best_policy/`` in the weights-only format."""
+
+    def __init__(self, run_dir: Path, config: RunConfig, padding: Padding) -> None:
+        super().__init__()
+        self.run_dir, self.config, self.padding = run_dir, config, padding
+
+    def _on_step(self) -> bool:
+        parent = self.parent
+        save_policy(
+            self.model.policy,
+            self.run_dir / BEST_POLICY_DIR,
+            policy_config=asdict(self.config.policy),
+            padding=self.padding,
+            extra={"num_timesteps": int(self.model.num_timesteps), "mean_reward": float(parent.best_mean_reward)},
+        )
+        return True
+
+
+class EvalLog(BaseCallback):
+    """``callback_after_eval``: appends to ``eval/evaluations.csv`` (rewritten atomically)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def _on_step(self) -> bool:
+        parent = self.parent
+        rows = self.path.read_text() if self.path.exists() else "timesteps,mean_reward,mean_speedup,best_mean_reward\n"
+        speedup = float(np.exp(parent.last_mean_reward))  # reward = log speed-up over naive
+        rows += f"{self.model.num_timesteps},{parent.last_mean_reward:.6f},{speedup:.6f},{parent.best_mean_reward:.6f}\n"
+        atomic_write_text(self.path, rows)
+        self.logger.record("eval/mean_speedup_vs_naive", speedup)
+        return True
+
+
+# ------------------------------------------------------------------------ run directory
+def versions() -> dict[str, str]:
+    """Package versions and the git commit, for ``versions.json``."""
+    import gymnasium
+    import sb3_contrib
+    import stable_baselines3
+    import torch_geometric
+
+    import hulk_env
+
+    out = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hulk_env": hulk_env.__version__,
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "stable_baselines3": stable_baselines3.__version__,
+        "sb3_contrib": sb3_contrib.__version__,
+        "torch_geometric": torch_geometric.__version__,
+        "gymnasium": gymnasium.__version__,
+    }
+    try:
+        out["git_commit"] = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=Path(__file__).resolve().parents[1], timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out["git_commit"] = "unknown"
+    return out
+
+
+def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[Instance]) -> dict[str, Any]:
+    """What ``env_spec.json`` records: how to rebuild the training env, and its spaces."""
+    from hulk_env.env import observation_space
+
+    kwargs: dict[str, Any] = {
+        "max_machines": padding.max_machines,
+        "max_layers": padding.max_layers,
+        "max_edges": padding.max_edges,
+        "reward": config.env.reward,
+        "invalid_action": config.env.invalid_action,
+    }
+    if config.env.generator == "fixed":
+        kwargs.update(cluster=config.env.cluster, model=config.env.model, generator_kwargs={
+            k: v for k, v in (("data_parallel", config.env.data_parallel), ("num_micro_batches", config.env.num_micro_batches)) if v is not None
+        })
+    elif config.env.generator in ("toy", "random"):
+        kwargs["generator"] = config.env.generator
+    training_ids = [i.instance_id for i in getattr(generator, "instances", ())]
+    space = observation_space(padding.max_machines, padding.max_layers, padding.max_edges)
+    return {
+        "id": ENV_ID,
+        "entry_point": "hulk_env.env:PlacementEnv",
+        "kwargs": kwargs,
+        "training_instances": training_ids,
+        "heldout_instances": [i.instance_id for i in heldout],
+        "observation_space": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in space.spaces.items()},
+        "action_space": f"Discrete({padding.max_machines})",
+    }
+
+
+def new_run_dir(config: RunConfig, label: str) -> Path:
+    """``train.out/<train.name or label-timestamp>``, created (an existing one is an error)."""
+    name = config.train.name or f"{label}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(config.train.out) / name
+    if (run_dir / "config.yaml").exists():
+        raise HulkInputError(
+            "run directory already holds a run; use --resume to continue it or choose another train.name",
+            source=str(run_dir),
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def read_run_config(run_dir: Path) -> RunConfig:
+    """The resolved config a run directory was started with."""
+    import yaml
+
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise HulkInputError("not a run directory (no config.yaml)", source=str(run_dir))
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise HulkInputError(f"config.yaml is not valid YAML: {exc}".replace("\n", " "), source=str(path)) from None
+    return config_from_dict(data, source=str(path))
+
+
+# ------------------------------------------------------------------------------ train
+def train(config: RunConfig | None = None, *, resume: str | Path | None = None, label: str = "run") -> Path:
+    """Train a policy; returns the run directory (see the module docstring for its files).
+
+    Args:
+        config: the run's configuration (ignored with ``resume``: the run's own is used).
+        resume: a run directory to continue from its ``checkpoint.pt``.
+        label: prefix of a new run directory's name.
+    """
+    # 1. Run directory and the resolved config.
+    if resume is not None:
+        run_dir = Path(resume)
+        config = read_run_config(run_dir)
+    else:
+        config = config or RunConfig()
+        run_dir = new_run_dir(config, label)
+        save_config(config, run_dir / "config.yaml")
+        atomic_write_text(run_dir / "versions.json", json.dumps(versions(), indent=2) + "\n")
+    tc = config.train
+
+    # 2. Seeds and threads.
+    seed_everything(tc.seed, tc.torch_threads)
+
+    # 3. Instances and padding.
+    generator, heldout = training_source(config)
+    padding = padding_for(config, generator, heldout)
+    atomic_write_text(run_dir / "env_spec.json", json.dumps(env_spec(config, padding, generator, heldout), indent=2) + "\n")
+
+    # 4. Envs: training (n_envs) and held-out evaluation (cycles through the instances).
+    vec_env = make_vec_env(generator, padding, config, tc.n_envs)
+    eval_env = DummyVecEnv([lambda: make_env(CyclingInstances(heldout), padding, config)])
+
+    # 5. The model (restored from the checkpoint on resume).
+    model = build_model(config, vec_env, run_dir / "tb" if tc.tensorboard else None)
+    best_mean_reward = -np.inf
+    if resume is not None:
+        best_mean_reward = load_checkpoint(model, run_dir)
+
+    # 6. Callbacks: placement metrics, held-out evaluation (+ best policy), checkpoints.
+    eval_dir = run_dir / "eval"
+    eval_dir.mkdir(exist_ok=True)
+    n_eval = config.eval.n_eval_episodes or len(heldout)
+    evaluator = MaskableEvalCallback(
+        eval_env,
+        callback_on_new_best=SaveBest(run_dir, config, padding),
+        callback_after_eval=EvalLog(eval_dir / "evaluations.csv"),
+        n_eval_episodes=n_eval,
+        eval_freq=max(1, config.eval.eval_every // tc.n_envs) if config.eval.eval_every > 0 else 0,
+        deterministic=True,
+        verbose=0,
+        warn=False,
+    )
+    evaluator.best_mean_reward = best_mean_reward
+    callbacks = CallbackList([PlacementLogger(), evaluator, Checkpointer(run_dir, tc.checkpoint_every, evaluator)])
+
+    # 7. Learn up to train.total_timesteps (the remainder when resuming).
+    remaining = max(0, tc.total_timesteps - model.num_timesteps)
+    if remaining > 0:
+        model.learn(
+            total_timesteps=remaining,
+            callback=callbacks,
+            reset_num_timesteps=resume is None,
+            progress_bar=tc.progress_bar,
+            tb_log_name="ppo",
+        )
+
+    # 8. Save: final checkpoint and final policy (and a best policy if no evaluation ran).
+    save_checkpoint(model, run_dir, evaluator.best_mean_reward)
+    meta = {"num_timesteps": int(model.num_timesteps)}
+    save_policy(model.policy, run_dir / FINAL_POLICY_DIR, policy_config=asdict(config.policy), padding=padding, extra=meta)
+    vec_env.close()
+    eval_env.close()
+    return run_dir
+
+
+def checkpoint_timesteps(run_dir: str | Path) -> int:
+    """Timesteps recorded in a run's checkpoint (for tests and ``hulk train --resume``)."""
+    state = safe_torch_load(Path(run_dir) / CHECKPOINT, "checkpoint")
+    return int(state["num_timesteps"])
+
+
+def write_rows_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write dict rows as CSV atomically."""
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    atomic_write_text(path, buffer.getvalue())
