@@ -2,8 +2,8 @@
 
 State: a genome (:mod:`~hulk_env.baselines.genome`) started from the fastest of the heuristics'
 placements (:mod:`~hulk_env.baselines.seeds`). Each round draws ``PROPOSALS`` neighbours of the
-current state (one move each: reassign a stage to another machine, swap two stages' machines, or
-shift a stage boundary; now and then two moves), evaluates them in one batch, and takes the best
+current state (one move each: reassign a stage to another machine, swap two stages' machines,
+shift a stage boundary, or, rarely, split a stage onto a new machine; now and then two moves), evaluates them in one batch, and takes the best
 of them by the Metropolis rule on the log of the iteration time: always when faster, otherwise
 with probability ``exp(-(log t_new - log t_cur) / T)``. The temperature falls geometrically from
 ``T_START`` (a 2% slower state accepted with probability 1/e) to ``T_END`` over the rounds the

@@ -20,10 +20,18 @@ A split of layers ``0..L-1`` over the chain prefix ``c_0 .. c_{J-1}`` puts stage
 The estimate of a split is the cost model's pipeline time of a chain
 (:func:`hulk_env.cost.pipeline_time_s`: ``max(P, B) + (m - 1) B``, or the 1F1B window term when
 larger) with ``P = sum t_sum`` and ``B = max t_max``; for one replica on a chain it is the cost
-model's iteration time exactly. It grows with both ``P`` and ``B``, so Alpa's trick finds the
-optimum over a grid of bottleneck thresholds ``t``: for each ``t``, a DP minimises ``sum t_sum``
-subject to every ``t_max <= t``; the thresholds are the optimal bottleneck of every stage count
-(from a min-max DP) plus quantiles of the stage times plus ``inf``.
+model's iteration time exactly. It grows with both ``P`` and ``B``, so Alpa's trick applies:
+for each bottleneck threshold ``t`` a DP minimises ``sum t_sum`` subject to every
+``t_max <= t``, and the best threshold wins. The thresholds form a grid of ``num_thresholds``
+values: the optimal bottleneck of up to half that many stage counts (from a min-max DP), quantiles
+of the stage times, and ``inf``. With every stage count's optimal bottleneck on the grid the
+result is the exact optimum (tested against brute force on small chains); on long chains some
+counts fall between grid points (on geo-v0, a grid of 24 found the same placements as 16; on
+hard-v0, at most 1.7% better).
+
+Memory: 1F1B stashes ``min(m, depth)`` micro-batches, so the DP first assumes the deepest
+prefix's stash for every prefix (safe), then re-solves up to ``_MAX_RETRIES`` times for prefixes
+shorter than any that fit, with their own smaller stash.
 """
 
 from __future__ import annotations
