@@ -680,7 +680,10 @@ def _float_cell(value: str | None, src: Path, row: int, key: str) -> float:
 
 
 def _row_value(row, key: str):
-    return row[key] if isinstance(row, Mapping) else getattr(row, key)
+    """A field of a result row (object or mapping); a missing speed-up counts as undefined."""
+    if isinstance(row, Mapping):
+        return row.get(key, math.nan) if key == "speedup_vs_naive" else row[key]
+    return getattr(row, key)
 
 
 def speedup_summary(rows: Sequence) -> list[dict]:
@@ -752,6 +755,79 @@ def leaderboard_figure(rows: Sequence, title: str | None = None, reference: floa
                  "whiskers: \u00b11 geometric s.e., dots: instances", fontsize=9)
     ax.grid(axis="y", which="both", alpha=0.25, zorder=0)
     fig.tight_layout()
+    return fig
+
+
+def speedup_bars_figure(
+    rows: Sequence,
+    methods: Sequence[str] | None = None,
+    reference: float | None = None,
+    title: str | None = None,
+):
+    """Speed-up over naive per instance (groups) and method (bars): the median of repeated rows
+    (seeds) with min-max whiskers, on a log axis; bars start at 1 (= naive).
+
+    Args:
+        rows: result rows (see :func:`speedup_summary`); rows repeated for one instance and
+            method (several seeds) are summarised.
+        methods: the methods to show, in this order (default: all but ``naive``, in first-seen
+            order).
+        reference: draw a dashed line at this speed-up too.
+        title: the figure title.
+    """
+    plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    values: dict[tuple[str, str], list[float]] = {}
+    instances: list[str] = []
+    seen: list[str] = []
+    for row in rows:
+        inst, method = str(_row_value(row, "instance")), str(_row_value(row, "method"))
+        if inst not in instances:
+            instances.append(inst)
+        if method not in seen:
+            seen.append(method)
+        value = float(_row_value(row, "speedup_vs_naive"))
+        values.setdefault((inst, method), [])
+        if math.isfinite(value) and value > 0:
+            values[(inst, method)].append(value)
+    shown = list(methods) if methods else [m for m in seen if m != "naive"]
+    if not shown or not instances:
+        raise HulkInputError("nothing to plot: no methods or instances in the rows")
+    fig, ax = plt.subplots(figsize=(min(15.0, max(8.0, 0.16 * len(shown) * len(instances) + 3.0)), 5.4), dpi=100,
+                           layout="constrained")
+    width = 0.8 / len(shown)
+    colours = plt.get_cmap("tab10")
+    for k, method in enumerate(shown):
+        xs, med, lo, hi = [], [], [], []
+        for i, inst in enumerate(instances):
+            v = values.get((inst, method), [])
+            if v:
+                xs.append(i - 0.4 + (k + 0.5) * width)
+                med.append(float(np.median(v)))
+                lo.append(min(v))
+                hi.append(max(v))
+        if not xs:
+            continue
+        med_a = np.asarray(med)
+        ax.bar(xs, med_a - 1.0, bottom=1.0, width=width * 0.92, color=colours(k % 10), label=method, zorder=2)
+        ax.errorbar(xs, med_a, yerr=[med_a - np.asarray(lo), np.asarray(hi) - med_a], fmt="none", ecolor="black",
+                    elinewidth=0.8, capsize=1.5, zorder=3)
+    ax.axhline(1.0, color="black", lw=0.8, zorder=1)
+    if reference is not None:
+        ax.axhline(reference, color="tab:red", lw=1.0, ls="--", zorder=1, label=f"\u00d7{reference:g}")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_xticks(range(len(instances)))
+    ax.set_xticklabels(instances, rotation=30, ha="right", fontsize=8)
+    ax.set_xlim(-0.6, len(instances) - 0.4)
+    ax.set_ylabel("speed-up vs naive (log scale)")
+    ax.grid(axis="y", which="both", alpha=0.25, zorder=0)
+    fig.legend(fontsize=8, ncols=min(9, len(shown) + (reference is not None)), loc="outside lower center",
+               frameon=False)
+    ax.set_title(title or "speed-up over naive per instance (median over seeds, whiskers: min-max)", fontsize=10)
     return fig
 
 

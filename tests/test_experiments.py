@@ -1,0 +1,121 @@
+"""The experiments run end to end at a tiny budget and write their CSVs, summaries and figures."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import ablations, common, generalization, paper_reproduction
+from hulk_env.errors import HulkInputError
+from tests.test_render import assert_sensible_png
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_paper_reproduction_quick(tmp_path, hulk_data):
+    out = paper_reproduction.main(["--quick", "--hulk-data", str(hulk_data), "--out", str(tmp_path)])
+    rows = read_rows(out / "results.csv")
+    assert list(rows[0]) == list(paper_reproduction.RESULT_COLUMNS)
+    cases = {r["instance"] for r in rows}
+    assert cases == {"gpt3-1.3b/D1", "gpt3-175b/D1"}
+    for r in rows:
+        assert r["feasible"] == "true"
+        if r["method"] == "naive":
+            assert float(r["speedup_vs_naive"]) == pytest.approx(1.0)
+        # the simulator's speed-up agrees with the cost model's in direction and rough size
+        assert float(r["simulated_speedup_vs_naive"]) == pytest.approx(float(r["speedup_vs_naive"]), rel=0.25)
+    claims = {r["instance"]: r for r in read_rows(out / "claim.csv")}
+    assert claims["gpt3-1.3b/D1"]["claim"] == "holds"  # x3.5 over naive on this case
+    assert int(claims["gpt3-175b/D1"]["distinct_feasible_placements"]) > 1
+    summary = (out / "summary.md").read_text()
+    assert "| gpt3-175b/D1 |" in summary and "## Per method" in summary
+    for name in ("speedups.png", "leaderboard.png", "placement_gpt3-1.3b_d1_naive.png", "gantt_gpt3-1.3b_d1_naive.png"):
+        assert_sensible_png(out / name)
+    info = json.loads((out / "run.json").read_text())
+    assert info["command"].startswith("python -m experiments.paper_reproduction --quick")
+
+
+def test_paper_reproduction_bad_data_dir(tmp_path):
+    with pytest.raises(HulkInputError):
+        paper_reproduction.main(["--quick", "--hulk-data", str(tmp_path / "nope"), "--out", str(tmp_path)])
+
+
+def test_paper_reproduction_reports_a_model_that_does_not_fit(tmp_path, hulk_data):
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "cases: [{model: gpt3-1.3b, data_parallel: 1}, {model: gpt3-175b, data_parallel: 2}]\n"
+        "methods: [naive, compute-greedy]\nseeds: [0]\ninclude_hulk_gcn: false\nfigure_cases: []\n"
+    )
+    out = paper_reproduction.main(["--config", str(config), "--hulk-data", str(hulk_data), "--out", str(tmp_path / "o")])
+    claims = {r["instance"]: r for r in read_rows(out / "claim.csv")}
+    assert claims["gpt3-175b/D2"]["fits"] == "false" and "GB" in claims["gpt3-175b/D2"]["reason"]
+    assert "gpt3-175b/D2: no method found a memory-feasible placement" in (out / "summary.md").read_text()
+
+
+def test_config_rejects_unknown_keys(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seeds: [0]\nsedes: [1]\n")
+    with pytest.raises(HulkInputError, match="sedes"):
+        common.load_config("paper_reproduction", bad, paper_reproduction.DEFAULTS)
+
+
+def test_shipped_configs_load():
+    for module in (paper_reproduction, generalization, ablations):
+        config = common.load_config(module.NAME, None, module.DEFAULTS)
+        assert set(config) == set(module.DEFAULTS)
+
+
+def test_markdown_table_formats():
+    text = common.markdown_table(
+        [{"m": "a", "s": 1.234, "g": 0.25, "n": float("nan")}],
+        [("m", "method", ""), ("s", "speed-up", "x"), ("g", "gap", "%"), ("n", "n", ".2f")],
+    )
+    assert "| a | ×1.23 | 25% | n/a |" in text
+
+
+def test_generalization_quick(tmp_path):
+    out = generalization.main(["--quick", "--out", str(tmp_path)])
+    rows = read_rows(out / "results.csv")
+    assert list(rows[0]) == list(generalization.RESULT_COLUMNS)
+    assert {r["split"] for r in rows} == {"held-out", "training distribution"}
+    assert {"policy", "genetic", "anneal", "latency-chain-dp"} <= {r["method"] for r in rows}
+    policy = [r for r in rows if r["method"] == "policy"]
+    assert {int(r["machines"]) for r in policy if r["split"] == "held-out"} == {8, 16}
+    for r in rows:
+        if r["method"] in ("genetic", "anneal") and r["feasible"] == "true":
+            assert float(r["gap_to_best_search"]) >= -1e-12  # the best search is the reference
+    summary = read_rows(out / "summary.csv")
+    assert any(r["method"] == "policy" and r["geomean_gap_to_best_search"] for r in summary)
+    assert "widening check" in (out / "summary.md").read_text()
+    for name in ("gap_and_time.png", "leaderboard.png", "curves.png"):
+        assert_sensible_png(out / name)
+
+
+def test_generalization_heldout_instances_fit_and_grow():
+    instances, notes = generalization.heldout_instances(
+        {"machines": [8, 128], "models": ["gpt3-1.3b"], "data_parallel": [2], "seed": 3}
+    )
+    assert [i.num_machines for i in instances] == [8, 128]
+    assert all(len(i.cluster.regions) == generalization.regions_for(i.num_machines) for i in instances)
+    assert not notes
+
+
+def test_ablations_quick(tmp_path):
+    out = ablations.main(["--quick", "--variants", "gnn-pointer,mlp-fixed-head", "--out", str(tmp_path)])
+    rows = read_rows(out / "results.csv")
+    assert [r["variant"] for r in rows] == ["gnn-pointer", "mlp-fixed-head"]
+    assert all(float(r["speedup_vs_naive"]) > 0 for r in rows)
+    assert (out / "runs" / "gnn-pointer-seed0" / "config.yaml").is_file()
+    for name in ("curves.png", "final.png"):
+        assert_sensible_png(out / name)
+
+
+def test_ablations_unknown_variant(tmp_path):
+    with pytest.raises(HulkInputError, match="unknown variant"):
+        ablations.main(["--quick", "--variants", "gnn-pointer,nope", "--out", str(tmp_path)])
