@@ -429,6 +429,88 @@ def _run_label(path: Path, everything: list[Path]) -> str:
     return str(path) if clash else label
 
 
+# ---- agent commands ----
+@app.command("train")
+@clean_errors
+def train_command(
+    config: Annotated[str | None, typer.Option("--config", help="A YAML config file or a name under experiments/configs/ (default: default).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: section.key=value (repeatable).")] = None,
+    timesteps: Annotated[int | None, typer.Option("--timesteps", min=1, help="train.total_timesteps.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Directory under which the run directory is created (train.out).")] = None,
+    resume: Annotated[Path | None, typer.Option("--resume", help="Continue an interrupted run from its checkpoint.")] = None,
+    compare: Annotated[bool, typer.Option("--compare/--no-compare", help="Afterwards, run the policy against the baselines.")] = True,
+) -> None:
+    """Train the GNN policy with masked PPO; then compare it with the baselines.
+
+    With no options this is the main job: the built-in default instance (the paper's 47
+    machines x GPT-3 1.3B) for a few minutes on 2 CPU cores.
+    """
+    from agents.config import load_config
+    from agents.train import train
+
+    if resume is not None:
+        if config or set_ or timesteps or out:
+            raise HulkInputError("--resume continues a run with its own config.yaml: drop --config, --set, --timesteps and --out")
+        run_dir = train(resume=resume)
+    else:
+        cfg = load_config(config, set_ or [])
+        if timesteps is not None:
+            cfg.train.total_timesteps = timesteps
+        if out is not None:
+            cfg.train.out = str(out)
+        label = Path(config).stem if config else "default"
+        err_console.print(
+            f"training {cfg.policy.extractor} policy for {cfg.train.total_timesteps:,} steps "
+            f"({cfg.env.generator}: {cfg.env.suite or cfg.env.cluster + ' x ' + cfg.env.model})"
+        )
+        run_dir = train(cfg, label=label)
+    console.print(f"run directory: {run_dir}")
+    if compare:
+        _print_comparison(run_dir)
+
+
+def _print_comparison(run_dir: Path) -> None:
+    """The trained policy against the run's baselines: per instance (few) and the leaderboard."""
+    from agents.evaluate import evaluate_run
+    from hulk_env.evaluation import leaderboard
+
+    rows, paths = evaluate_run(run_dir)
+    if len({r.instance for r in rows}) <= 3:
+        table = Table("instance", "method", "iteration s", "speed-up vs naive", "gap to best", "cost evals", "wall s",
+                      title="trained policy vs baselines")
+        for r in rows:
+            feasible = r.feasible
+            table.add_row(
+                r.instance, r.method,
+                f"{r.iteration_time_s:.4f}" if feasible else "infeasible",
+                f"{r.speedup_vs_naive:.3f}" if feasible else "-",
+                f"{100 * r.gap_to_best:.2f}%" if feasible else "-",
+                str(r.cost_evals), f"{r.wall_s:.2f}",
+            )
+        console.print(table)
+    board = leaderboard(rows)
+    table = Table(*board[0].keys(), title=f"leaderboard over {len({r.instance for r in rows})} instance(s)")
+    for entry in board:
+        table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in entry.values()])
+    console.print(table)
+    console.print(f"wrote {paths['csv']} and {paths['summary']}")
+
+
+@bench_app.command("train")
+@clean_errors
+def bench_train_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+    config: Annotated[str | None, typer.Option("--config", help="Config whose env and PPO settings to use (default: default).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: section.key=value (repeatable).")] = None,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Timed rollout+update slices per model.")] = 4,
+) -> None:
+    """PPO steps per second with the GNN policy vs SB3's default MLP policy (same env, same run)."""
+    from agents.config import load_config
+    from agents.train import bench_train
+
+    _print_bench(bench_train(load_config(config, set_ or []), rounds=rounds), as_json)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -141,6 +142,7 @@ def save_policy(
     *,
     policy_config: dict[str, Any],
     padding: Padding,
+    lookahead: bool,
     extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``weights.pt`` then ``policy.json`` (both atomically) into ``directory``.
@@ -164,6 +166,7 @@ def save_policy(
         "env_id": ENV_ID,
         "policy": dict(policy_config),
         "padding": asdict(padding),
+        "observation": {"lookahead": bool(lookahead)},
         "weights": WEIGHTS_FILE,
         "weights_sha256": hashlib.sha256(data).hexdigest(),
         **(extra or {}),
@@ -224,12 +227,26 @@ def _read_meta(directory: Path) -> dict[str, Any]:
     return meta
 
 
-def build_policy_network(policy_config: dict[str, Any], padding: Padding) -> Any:
-    """A fresh (untrained) policy network for a policy config and padding."""
+def policy_observation_space(padding: Padding, lookahead: bool) -> Any:
+    """The observation space a policy sees: the env's, plus ``lookahead`` when used."""
+    from gymnasium import spaces
+
+    from agents.shaping import LOOKAHEAD_CLIP, LOOKAHEAD_KEY
+    from hulk_env.env import observation_space
+
+    space = observation_space(padding.max_machines, padding.max_layers, padding.max_edges)
+    if lookahead:
+        parts = dict(space.spaces)
+        parts[LOOKAHEAD_KEY] = spaces.Box(-LOOKAHEAD_CLIP, 0.0, (padding.max_machines,), np.float32)
+        space = spaces.Dict(parts)
+    return space
+
+
+def build_policy_network(policy_config: dict[str, Any], padding: Padding, lookahead: bool) -> Any:
+    """A fresh (untrained) policy network for a policy config, padding and observation."""
     from gymnasium import spaces
 
     from agents.policy import policy_class_and_kwargs
-    from hulk_env.env import observation_space
 
     cfg = dict(policy_config)
     try:
@@ -238,7 +255,7 @@ def build_policy_network(policy_config: dict[str, Any], padding: Padding) -> Any
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise HulkInputError(f"bad policy architecture {cfg!r}: {exc}", field="policy") from None
-    obs_space = observation_space(padding.max_machines, padding.max_layers, padding.max_edges)
+    obs_space = policy_observation_space(padding, lookahead)
     return cls(obs_space, spaces.Discrete(padding.max_machines), lambda _: 0.0, **kwargs)
 
 
@@ -268,7 +285,7 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
                 source=str(weights_path),
             )
     state = safe_torch_load(weights_path, "policy weights")
-    policy = build_policy_network(meta["policy"], padding)
+    policy = build_policy_network(meta["policy"], padding, lookahead_of(meta))
     try:
         policy.load_state_dict(state)
     except (RuntimeError, TypeError, AttributeError) as exc:
@@ -280,18 +297,26 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
     return LoadedPolicy(policy, padding, meta, directory)
 
 
+def lookahead_of(meta: dict[str, Any]) -> bool:
+    """Whether a saved policy reads the ``lookahead`` observation."""
+    observation = meta.get("observation", {})
+    return bool(observation.get("lookahead", False)) if isinstance(observation, dict) else False
+
+
 # ------------------------------------------------------------------------------ placing
-def make_eval_env(instance: Instance, padding: Padding) -> Any:
-    """A terminal-reward env on one instance with the policy's padding (no shaping calls)."""
+def make_eval_env(instance: Instance, padding: Padding, lookahead: bool) -> Any:
+    """A terminal-reward env on one instance with the policy's padding and observation."""
+    from agents.shaping import StayLookahead
     from hulk_env.env import PlacementEnv
 
-    return PlacementEnv(
+    env = PlacementEnv(
         generator=InstanceListGenerator((instance,)),
         max_machines=padding.max_machines,
         max_layers=padding.max_layers,
         max_edges=padding.max_edges,
         reward="terminal",
     )
+    return StayLookahead(env, shape=False, lookahead=True) if lookahead else env
 
 
 def rollout(policy: Any, env: Any, instance: Instance, deterministic: bool) -> np.ndarray | None:
@@ -307,20 +332,38 @@ def rollout(policy: Any, env: Any, instance: Instance, deterministic: bool) -> n
             return np.asarray(info["placement"], dtype=np.int64)
 
 
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run torch on one thread inside the block (restored after).
+
+    One observation at a time is a chain of tiny kernels: extra threads only add
+    synchronisation, and on a loaded 2-core machine their spin-waits made inference 6x slower.
+    """
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def policy_placement(
     loaded: LoadedPolicy, instance: Instance, seed: int = 0, samples: int = 0, name: str = "policy"
 ) -> PlacementResult:
     """Place ``instance`` with a loaded policy: the deterministic (greedy) rollout, plus the
     best of ``samples`` sampled rollouts when ``samples > 0`` (seeded by ``seed``).
 
-    ``cost_evals`` counts the completed rollouts (each costs one cost-model evaluation).
+    ``cost_evals`` counts the completed rollouts (each costs one cost-model evaluation; a
+    policy with the lookahead observation also makes one batched call per step, not counted).
     """
     import torch
 
     loaded.padding.check_fits(instance, who=f"the policy at {loaded.directory}")
-    env = make_eval_env(instance, loaded.padding)
+    env = make_eval_env(instance, loaded.padding, lookahead_of(loaded.meta))
     best, best_time, evals = None, np.inf, 0
-    with torch.random.fork_rng(), torch.no_grad():
+    with torch.random.fork_rng(), torch.no_grad(), single_thread():
         torch.manual_seed(seed)
         for i in range(1 + max(0, samples)):
             placement = rollout(loaded.policy, env, instance, deterministic=(i == 0))
@@ -410,3 +453,43 @@ def traffic(instance: Instance, placement: np.ndarray) -> Traffic:
         total += per_link * k
         wan += per_link * int(np.count_nonzero(region[members] != region[nxt]))
     return Traffic(total, wan)
+
+
+# ------------------------------------------------------------------------- run comparison
+POLICY_METHOD = "gnn-ppo"
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    methods: Sequence[str] | None = None,
+    which: str = "best",
+    samples: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> tuple[list[Any], dict[str, Path]]:
+    """The trained policy against baselines on the run's evaluation instances.
+
+    Runs ``methods`` (default: the run's ``eval.baselines``) and the policy, named
+    ``gnn-ppo`` (deterministic) and, with ``samples > 0`` (default: the run's
+    ``eval.samples``), ``gnn-ppo+N`` (best of the greedy and ``N`` sampled rollouts), through
+    :func:`hulk_env.evaluation.run_methods`; writes ``RUN_DIR/eval/results.{csv,json}`` and
+    ``summary.md``. Returns ``(rows, paths)``.
+    """
+    from agents.train import read_run_config, training_source
+    from hulk_env.evaluation import run_methods, write_results
+
+    run_dir = Path(run_dir)
+    config = read_run_config(run_dir)
+    _, instances = training_source(config)
+    names = list(methods) if methods is not None else list(config.eval.baselines)
+    samples = config.eval.samples if samples is None else samples
+    loaded = load_policy(run_dir, which)
+    extra: dict[str, Callable[[Instance, int, int | None], PlacementResult]] = {
+        POLICY_METHOD: lambda inst, s, b: policy_placement(loaded, inst, seed=s, name=POLICY_METHOD)
+    }
+    if samples > 0:
+        sampled = f"{POLICY_METHOD}+{samples}"
+        extra[sampled] = lambda inst, s, b: policy_placement(loaded, inst, seed=s, samples=samples, name=sampled)
+    rows = run_methods(instances, names, seed=seed, progress=progress, extra_methods=extra)
+    paths = write_results(rows, run_dir / "eval", title=f"{run_dir.name}: policy vs baselines")
+    return rows, paths

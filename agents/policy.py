@@ -67,10 +67,11 @@ class PointerHead(nn.Module):
         # 30% on 47 machines instead of 2%). Without it, PPO's per-step exploration scatters
         # the 26 layers of the default model over ~20 machines and learns slowly what a
         # contiguous split is worth; the weight is learned and can go to 0 or below.
-        # Likewise the one-step lookahead (agents.shaping: the shaped reward each machine would
-        # get) enters the logits directly with a learnable weight, initially 10: machines whose
-        # placement would cost a lot are pruned from exploration from the first update, and
-        # the network learns what the one-step view misses (when a switch pays most).
+        # Likewise the one-step lookahead (agents.shaping: the log time ratio of each machine's
+        # stay completion to the best one's) enters the logits directly with a learnable
+        # weight, initially 10: machines whose placement would cost a lot are pruned from
+        # exploration from the first update, and the network learns what the one-step view
+        # misses (when a switch pays most).
         logits = self.score(hidden).squeeze(-1) + self.stay_bias * emb.pred + self.lookahead_gain * emb.lookahead
         return logits.masked_fill(~emb.mask, _PADDED_LOGIT)
 

@@ -1,11 +1,15 @@
 """Cost-model signals for the agent: stay-completion shaping and a one-step lookahead feature.
 
 Both read a partial placement the way a pipeline is built: the open replica's remaining layers
-*stay* on its last machine (a stage is a run of consecutive layers on one machine), replicas
-not started yet take the reference (naive) placement. The potential of a state is the log
-speed-up of that completion over the reference::
+*stay* on its last machine (a stage is a run of consecutive layers on one machine), and only the
+replicas opened so far count (the workload evaluated with ``D' = r + 1`` replicas). The
+potential of a state is the log speed-up of that completion over the reference::
 
     Phi(s) = max(log(T_ref / T(stay_completion(s))), MIN_REWARD),   Phi(s_0) = 0
+
+Replicas not opened yet are left out rather than filled in from the (naive) reference
+placement, which depends on the machines' listed order: this way both signals, like the rest of
+the observation, are unchanged when the machines are relabelled.
 
 * :class:`StayLookahead` is a ``gymnasium.Wrapper`` around a ``reward="terminal"``
   :class:`hulk_env.env.PlacementEnv` that
@@ -14,10 +18,13 @@ speed-up of that completion over the reference::
     end, so with ``gamma = 1`` the episode return is exactly the env's terminal return (the log
     speed-up over naive); only its timing changes;
   - with ``lookahead=True`` adds the observation key ``lookahead`` ``[max_machines]``: for every
-    valid machine ``a``, ``Phi(s + (slot -> a)) - Phi(s)``, the shaped reward that action would
-    get (clipped to ``[-LOOKAHEAD_CLIP, LOOKAHEAD_CLIP]``; 0 for masked and padded machines).
-    One batched cost-model call per step (``M`` placements, ~0.4 ms for 47 machines x 26
-    layers).
+    valid machine ``a``, ``log(T_best / T_a)`` where ``T_a`` is the time of the stay completion
+    after placing the current slot on ``a`` and ``T_best`` the smallest of them: 0 for the best
+    machine, negative for the others (clipped at ``-LOOKAHEAD_CLIP``; 0 for masked and padded
+    machines). Up to a per-state constant this is the shaped reward each action would get; the
+    constant (which would involve the naive reference, and so the machines' order) is left
+    out so that the observation stays equivariant. One batched cost-model call per step
+    (``M`` placements, ~0.4 ms for 47 machines x 26 layers).
 
 Why not the env's ``dense`` reward: it completes with the naive placement (every remaining
 layer on the naive machines), which pays the agent for moving back to the naive machine; on the
@@ -36,31 +43,33 @@ import numpy as np
 from gymnasium import spaces
 
 from hulk_env import cost
-from hulk_env.rewards import MIN_REWARD, log_speedup_reward
+from hulk_env.rewards import log_speedup_reward
 
 LOOKAHEAD_KEY = "lookahead"
-LOOKAHEAD_CLIP = 3.0  # log speed-ups: 3 = 20x; the first step's gain is often above 1.5
+LOOKAHEAD_CLIP = 3.0  # log time ratios: 3 = 20x slower than the best candidate
 
 
-def stay_completion(placement: np.ndarray, reference: np.ndarray, t: int) -> np.ndarray:
-    """``[D, L]``: a partial placement (``t`` slots placed, replica-major) completed by keeping
-    the open replica's remaining layers on its last machine, later replicas on ``reference``."""
-    full = np.where(placement < 0, reference, placement)
+def stay_completion(placement: np.ndarray, t: int) -> np.ndarray:
+    """``[r', L]``: the replicas opened so far of a partial placement (``t`` slots placed,
+    replica-major, ``-1`` unplaced), the open one completed by keeping its remaining layers on
+    its last machine. ``r'`` is the open replica + 1, or the number of complete replicas when
+    the open one has no layer yet."""
     n_layers = placement.shape[1]
     r, layer = divmod(t, n_layers)
-    if r < placement.shape[0] and layer > 0:
-        full[r, layer:] = placement[r, layer - 1]
+    if layer == 0:
+        return placement[:r].copy()
+    full = placement[: r + 1].copy()
+    full[r, layer:] = placement[r, layer - 1]
     return full
 
 
-def candidate_completions(placement: np.ndarray, reference: np.ndarray, t: int, machines: np.ndarray) -> np.ndarray:
-    """``[K, D, L]``: for each machine in ``machines``, slot ``t`` placed there, then
-    :func:`stay_completion` of the result."""
-    d, n_layers = placement.shape
+def candidate_completions(placement: np.ndarray, t: int, machines: np.ndarray) -> np.ndarray:
+    """``[K, r + 1, L]``: for each machine in ``machines``, slot ``t`` (replica ``r``) placed
+    there and the rest of its replica staying there (:func:`stay_completion` after the step)."""
+    n_layers = placement.shape[1]
     r, layer = divmod(t, n_layers)
-    base = np.where(placement < 0, reference, placement)
-    out = np.repeat(base[None], len(machines), axis=0)
-    out[:, r, layer:] = machines[:, None]  # the slot and the rest of its replica stay there
+    out = np.repeat(placement[None, : r + 1], len(machines), axis=0)
+    out[:, r, layer:] = machines[:, None]
     return out
 
 
@@ -78,11 +87,12 @@ class StayLookahead(gym.Wrapper):
         self.shape = shape
         self.lookahead = lookahead
         self.potential = 0.0
+        self._prefix: dict[tuple[int, int], Any] = {}  # (id(workload), replicas) -> workload
         self._gains = np.zeros(env.unwrapped.max_machines)
         if lookahead:
             m = env.unwrapped.max_machines
             space = dict(env.observation_space.spaces)
-            space[LOOKAHEAD_KEY] = spaces.Box(-LOOKAHEAD_CLIP, LOOKAHEAD_CLIP, (m,), np.float32)
+            space[LOOKAHEAD_KEY] = spaces.Box(-LOOKAHEAD_CLIP, 0.0, (m,), np.float32)
             self.observation_space = spaces.Dict(space)
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
@@ -102,13 +112,26 @@ class StayLookahead(gym.Wrapper):
         return self.env.unwrapped.action_masks()
 
     # ---- internals -----------------------------------------------------------------------
+    def _workload(self, workload: Any, replicas: int) -> Any:
+        """The workload with ``replicas`` data-parallel replicas (cached)."""
+        if replicas == workload.data_parallel:
+            return workload
+        key = (id(workload), replicas)
+        if key not in self._prefix:
+            if len(self._prefix) > 64:
+                self._prefix.clear()
+            self._prefix[key] = workload.with_training(data_parallel=replicas)
+        return self._prefix[key]
+
     def _potential(self) -> float:
-        base = self.env.unwrapped
-        s = base.state
+        s = self.env.unwrapped.state
         static = s.static
         inst = static.instance
-        full = stay_completion(s.placement, static.reference_placement, s.t)
-        return log_speedup_reward(cost.iteration_time(inst.cluster, inst.workload, full), static.reference_time_s)
+        full = stay_completion(s.placement, s.t)
+        if len(full) == 0:
+            return 0.0
+        time_s = cost.iteration_time(inst.cluster, self._workload(inst.workload, len(full)), full)
+        return log_speedup_reward(time_s, static.reference_time_s)
 
     def _observe(self, obs: dict[str, np.ndarray], ended: bool) -> dict[str, np.ndarray]:
         if not self.lookahead:
@@ -120,9 +143,9 @@ class StayLookahead(gym.Wrapper):
             inst = static.instance
             valid = np.flatnonzero(s.mask[: static.num_machines])
             if len(valid):
-                batch = candidate_completions(s.placement, static.reference_placement, s.t, valid)
-                times = cost.iteration_times(inst.cluster, inst.workload, batch).iteration_time_s
-                phi = np.maximum(np.log(static.reference_time_s / times), MIN_REWARD)
-                gains[valid] = np.clip(phi - self.potential, -LOOKAHEAD_CLIP, LOOKAHEAD_CLIP)
+                batch = candidate_completions(s.placement, s.t, valid)
+                workload = self._workload(inst.workload, batch.shape[1])
+                times = cost.iteration_times(inst.cluster, workload, batch).iteration_time_s
+                gains[valid] = np.maximum(np.log(times.min() / times), -LOOKAHEAD_CLIP)
         obs[LOOKAHEAD_KEY] = gains
         return obs

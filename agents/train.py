@@ -53,6 +53,7 @@ from agents.evaluate import (
     Padding,
     atomic_torch_save,
     atomic_write_text,
+    policy_observation_space,
     safe_torch_load,
     save_policy,
     traffic,
@@ -325,6 +326,7 @@ class SaveBest(BaseCallback):
             self.run_dir / BEST_POLICY_DIR,
             policy_config=asdict(self.config.policy),
             padding=self.padding,
+            lookahead=self.config.env.lookahead,
             extra={"num_timesteps": int(self.model.num_timesteps), "mean_reward": float(parent.best_mean_reward)},
         )
         return True
@@ -380,8 +382,6 @@ def versions() -> dict[str, str]:
 
 def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[Instance]) -> dict[str, Any]:
     """What ``env_spec.json`` records: how to rebuild the training env, and its spaces."""
-    from hulk_env.env import observation_space
-
     kwargs: dict[str, Any] = {
         "max_machines": padding.max_machines,
         "max_layers": padding.max_layers,
@@ -396,11 +396,15 @@ def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[
     elif config.env.generator in ("toy", "random"):
         kwargs["generator"] = config.env.generator
     training_ids = [i.instance_id for i in getattr(generator, "instances", ())]
-    space = observation_space(padding.max_machines, padding.max_layers, padding.max_edges)
+    space = policy_observation_space(padding, config.env.lookahead)
     return {
         "id": ENV_ID,
         "entry_point": "hulk_env.env:PlacementEnv",
         "kwargs": kwargs,
+        "wrappers": [
+            f"agents.shaping.StayLookahead(shape={config.env.reward == 'stay'}, lookahead={config.env.lookahead})",
+            "agents.train.PlacementMetrics", "stable_baselines3.common.monitor.Monitor",
+        ],
         "training_instances": training_ids,
         "heldout_instances": [i.instance_id for i in heldout],
         "observation_space": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in space.spaces.items()},
@@ -504,7 +508,10 @@ def train(config: RunConfig | None = None, *, resume: str | Path | None = None, 
     # 8. Save: final checkpoint and final policy (and a best policy if no evaluation ran).
     save_checkpoint(model, run_dir, evaluator.best_mean_reward)
     meta = {"num_timesteps": int(model.num_timesteps)}
-    save_policy(model.policy, run_dir / FINAL_POLICY_DIR, policy_config=asdict(config.policy), padding=padding, extra=meta)
+    save_policy(
+        model.policy, run_dir / FINAL_POLICY_DIR,
+        policy_config=asdict(config.policy), padding=padding, lookahead=config.env.lookahead, extra=meta,
+    )
     vec_env.close()
     eval_env.close()
     return run_dir
@@ -524,3 +531,53 @@ def write_rows_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writeheader()
         writer.writerows(rows)
     atomic_write_text(path, buffer.getvalue())
+
+
+# ------------------------------------------------------------------------------ bench
+def bench_train(config: RunConfig | None = None, rounds: int = 4) -> dict[str, Any]:
+    """PPO throughput with the GNN policy and with SB3's default ``MultiInputPolicy``.
+
+    Same env (the config's: by default the built-in default instance with the stay shaping
+    and lookahead), same PPO settings, same process and thread count. The two models learn in
+    alternating slices of one rollout + update each (``n_steps x n_envs`` steps), ``rounds``
+    slices per model after a warm-up slice, so load from other processes on the shared cores
+    hits both alike. Steps per second count env steps, rollouts and gradient updates together.
+    """
+    config = config or RunConfig()
+    seed_everything(config.train.seed, config.train.torch_threads)
+    generator, heldout = training_source(config)
+    padding = padding_for(config, generator, heldout)
+    models = {}
+    for name in ("gnn", "mlp"):
+        variant = config_from_dict(config.to_dict())
+        variant.policy.extractor = name
+        models[name] = build_model(variant, make_vec_env(generator, padding, variant, variant.train.n_envs), None)
+    slice_steps = config.ppo.n_steps * config.train.n_envs
+    elapsed = dict.fromkeys(models, 0.0)
+    steps = dict.fromkeys(models, 0)
+    for model in models.values():  # warm-up: first rollout, allocations, lazy imports
+        model.learn(slice_steps, reset_num_timesteps=True)
+    for _ in range(rounds):
+        for name, model in models.items():
+            before = model.num_timesteps
+            start = time.perf_counter()
+            model.learn(slice_steps, reset_num_timesteps=False)
+            elapsed[name] += time.perf_counter() - start
+            steps[name] += model.num_timesteps - before
+    gnn = steps["gnn"] / elapsed["gnn"]
+    mlp = steps["mlp"] / elapsed["mlp"]
+    return {
+        "gnn_ppo_steps_per_s": gnn,
+        "mlp_ppo_steps_per_s": mlp,
+        "ratio": gnn / mlp,
+        "steps_per_model": steps["gnn"],
+        "torch_threads": torch.get_num_threads(),
+        "n_envs": config.train.n_envs,
+        "n_steps": config.ppo.n_steps,
+        "n_epochs": config.ppo.n_epochs,
+        "batch_size": config.ppo.batch_size,
+        "max_machines": padding.max_machines,
+        "max_layers": padding.max_layers,
+        "lookahead": config.env.lookahead,
+        "reward": config.env.reward,
+    }

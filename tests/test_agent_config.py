@@ -1,0 +1,95 @@
+"""Typed run config: YAML files, dotted overrides, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.config import (
+    CONFIG_DIR,
+    RunConfig,
+    apply_overrides,
+    config_from_dict,
+    load_config,
+    resolve_config_path,
+    save_config,
+)
+from hulk_env.errors import HulkInputError
+
+TRAINING_CONFIGS = ("default", "smoke", "tiny")  # experiments/configs also holds other scripts' files
+
+
+def test_every_training_config_loads():
+    for name in TRAINING_CONFIGS:
+        assert (CONFIG_DIR / f"{name}.yaml").is_file()
+        assert isinstance(load_config(name), RunConfig)
+
+
+def test_default_config_is_the_main_job():
+    cfg = load_config()
+    assert (cfg.env.generator, cfg.env.cluster, cfg.env.model) == ("fixed", "default", "default")
+    assert cfg.policy.extractor == "gnn"
+    assert cfg.train.total_timesteps > 0
+
+
+def test_overrides_are_typed():
+    cfg = apply_overrides(
+        RunConfig(),
+        [
+            "ppo.learning_rate=1e-4",  # PyYAML reads this as a string; the field is a float
+            "train.total_timesteps=1e5",
+            "ppo.target_kl=null",
+            "eval.baselines=naive,exact",
+            "train.progress_bar=false",
+            "env.data_parallel=2",
+        ],
+    )
+    assert cfg.ppo.learning_rate == pytest.approx(1e-4)
+    assert cfg.train.total_timesteps == 100_000 and isinstance(cfg.train.total_timesteps, int)
+    assert cfg.ppo.target_kl is None
+    assert cfg.eval.baselines == ["naive", "exact"]
+    assert cfg.train.progress_bar is False
+    assert cfg.env.data_parallel == 2
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("ppo.learning_rat=1e-4", "unknown key 'ppo.learning_rat'"),
+        ("ppx.learning_rate=1e-4", "unknown config section 'ppx'"),
+        ("train.total_timesteps=lots", "expected an integer"),
+        ("train.total_timesteps=1.5", "expected an integer"),
+        ("ppo.learning_rate=fast", "expected a number"),
+        ("train.progress_bar=maybe", "expected true or false"),
+        ("learning_rate=1e-4", "must look like section.key=value"),
+        ("ppo.learning_rate", "must look like section.key=value"),
+    ],
+)
+def test_bad_overrides_are_one_clear_error(override, fragment):
+    with pytest.raises(HulkInputError) as err:
+        apply_overrides(RunConfig(), [override])
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_yaml_names_the_file_and_key(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("ppo:\n  n_stepz: 12\n")
+    with pytest.raises(HulkInputError) as err:
+        load_config(path)
+    assert str(path) in str(err.value) and "ppo.n_stepz" in str(err.value)
+    path.write_text("ppo: [1, 2\n")
+    with pytest.raises(HulkInputError, match="not valid YAML"):
+        load_config(path)
+    path.write_text("ppo: 3\n")
+    with pytest.raises(HulkInputError, match="must be a mapping"):
+        load_config(path)
+    with pytest.raises(HulkInputError, match="no config file"):
+        resolve_config_path("no-such-config")
+
+
+def test_saved_config_round_trips(tmp_path):
+    cfg = apply_overrides(RunConfig(), ["ppo.n_steps=64", "eval.baselines=naive", "env.suite=geo-v0"])
+    save_config(cfg, tmp_path / "config.yaml")
+    again = load_config(tmp_path / "config.yaml")
+    assert again == cfg
+    assert config_from_dict(cfg.to_dict()) == cfg
