@@ -361,31 +361,42 @@ def _draw_map(ax, instance: Instance, stages: np.ndarray, traffic: np.ndarray, c
         Line2D([], [], color=LAN_COLOUR, lw=3, alpha=0.7, label="inside a city (LAN)"),
         Line2D([], [], marker="o", ls="", color="#b0b0b0", label="idle machine"),
     ]
-    ax.legend(handles=handles, loc="best", fontsize=8, title="bytes per iteration", title_fontsize=8,
-              framealpha=0.9)
     ax.set_title("machines at their cities (ring = one city); line width = bytes per iteration", fontsize=9)
+    # The inset (when some cities are off the map) and the legend take the emptiest corners.
+    corners = _corners_by_emptiness(ax, np.r_[np.c_[x, y], np.c_[city_lon, city_lat]], 0.28)
     if not visible.all():
-        _overview_inset(ax, city_lon, city_lat, used_city, (lon_lo, lon_hi, lat_lo, lat_hi), np.c_[x, y])
+        _overview_inset(ax, city_lon, city_lat, used_city, (lon_lo, lon_hi, lat_lo, lat_hi), corners.pop(0))
+    ax.legend(handles=handles, loc=corners[0][0], fontsize=8, title="bytes per iteration", title_fontsize=8,
+              framealpha=0.9)
 
 
-def _emptiest_corner(ax, points: np.ndarray, size: float) -> list[float]:
-    """Axes-fraction ``[x0, y0, w, h]`` of the corner box that covers the fewest ``points``."""
+_CORNERS = {"lower right": (1.0, 0.0), "upper right": (1.0, 1.0), "upper left": (0.0, 1.0), "lower left": (0.0, 0.0)}
+
+
+def _corners_by_emptiness(ax, points: np.ndarray, size: float) -> list[tuple[str, list[float]]]:
+    """Corners of the axes, fewest ``points`` (data coordinates) first: ``(legend location,
+    axes-fraction box [x0, y0, w, h] of side ``size``)``."""
+    ax.apply_aspect()  # the axes' final box, so that data -> axes fractions is right
     frac = ax.transAxes.inverted().transform(ax.transData.transform(points))
-    corners = [(1 - size - 0.01, 0.01), (1 - size - 0.01, 1 - size - 0.01), (0.01, 1 - size - 0.01), (0.01, 0.01)]
-    covered = [int(np.count_nonzero((frac[:, 0] >= x0 - 0.03) & (frac[:, 0] <= x0 + size + 0.03)
-                                    & (frac[:, 1] >= y0 - 0.03) & (frac[:, 1] <= y0 + size + 0.03)))
-               for x0, y0 in corners]
-    x0, y0 = corners[int(np.argmin(covered))]
-    return [x0, y0, size, size]
+    ranked = []
+    for name, (cx, cy) in _CORNERS.items():
+        x0 = 0.01 if cx == 0.0 else 1 - size - 0.01
+        y0 = 0.01 if cy == 0.0 else 1 - size - 0.01
+        inside = (frac[:, 0] >= x0 - 0.03) & (frac[:, 0] <= x0 + size + 0.03)
+        inside &= (frac[:, 1] >= y0 - 0.03) & (frac[:, 1] <= y0 + size + 0.03)
+        ranked.append((int(np.count_nonzero(inside)), name, [x0, y0, size, size]))
+    ranked.sort(key=lambda r: r[0])  # stable: ties keep the order above
+    return [(name, box) for _, name, box in ranked]
 
 
 def _overview_inset(
-    ax, lon: np.ndarray, lat: np.ndarray, used: np.ndarray, box: tuple[float, float, float, float], points: np.ndarray
+    ax, lon: np.ndarray, lat: np.ndarray, used: np.ndarray, box: tuple[float, float, float, float],
+    corner: tuple[str, list[float]],
 ) -> None:
-    """A small whole-cluster map in the emptiest corner, with the zoomed area framed."""
+    """A small whole-cluster map in ``corner``, with the zoomed area framed."""
     from matplotlib.patches import Rectangle
 
-    inset = ax.inset_axes(_emptiest_corner(ax, points, 0.28))
+    inset = ax.inset_axes(corner[1])
     lo_lon, hi_lon, lo_lat, hi_lat = _map_extent(np.r_[lon, box[:2]], np.r_[lat, box[2:]])
     inset.set_xlim(lo_lon, hi_lon)
     inset.set_ylim(lo_lat, hi_lat)
@@ -418,7 +429,7 @@ def _label_cities(
         for dx, dy, ha, va in candidates:
             text = ax.text(lon[r] + dx, lat[r] + dy, f"{c.regions[r]} ({counts[r]})", fontsize=7, ha=ha, va=va,
                            color="black" if used[r] else "#707070", weight="bold" if used[r] else "normal",
-                           zorder=7)
+                           zorder=7, bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.6})
             box = text.get_window_extent(renderer).expanded(1.05, 1.1)
             if not any(box.overlaps(other) for other in placed):
                 break
