@@ -39,6 +39,7 @@ from experiments.common import (
     write_csv,
     write_run_info,
 )
+from experiments.policies import WidePolicy
 from hulk_env import catalog, cost, geo, render
 from hulk_env.baselines import get_method
 from hulk_env.baselines.naive import naive
@@ -146,67 +147,6 @@ def train_policy(config: dict[str, Any], args: argparse.Namespace, out: Path) ->
     overrides += [f"train.out={out}", "train.name=policy"]
     run_config = apply_overrides(run_config, overrides)
     return train(run_config, label=NAME)
-
-
-class WidePolicy:
-    """A saved policy, rebuilt for each instance's own padding (same weights).
-
-    Args:
-        run_dir: a run directory (``best_policy/`` preferred) or a policy directory.
-    """
-
-    def __init__(self, run_dir: Path) -> None:
-        from agents.evaluate import load_policy
-
-        self.loaded = load_policy(run_dir)
-        self._cache: dict[Any, Any] = {}
-
-    def for_instance(self, inst: Instance):
-        """A :class:`agents.evaluate.LoadedPolicy` whose padding fits ``inst`` exactly (or the
-        saved one, when that already fits)."""
-        from agents.evaluate import LoadedPolicy, Padding, build_policy_network, lookahead_of
-
-        saved = self.loaded.padding
-        need = Padding.of([inst])
-        if need.max_machines <= saved.max_machines and need.max_layers <= saved.max_layers and need.max_edges <= saved.max_edges:
-            return self.loaded
-        if need not in self._cache:
-            net = build_policy_network(self.loaded.meta["policy"], need, lookahead_of(self.loaded.meta))
-            try:
-                net.load_state_dict(self.loaded.policy.state_dict())
-            except RuntimeError as exc:
-                raise HulkInputError(
-                    f"the policy's weights depend on its padding, it cannot place larger instances ({str(exc).splitlines()[0]})",
-                    source=str(self.loaded.directory),
-                ) from None
-            net.set_training_mode(False)
-            self._cache[need] = LoadedPolicy(net, need, self.loaded.meta, self.loaded.directory)
-        return self._cache[need]
-
-    def place(self, inst: Instance, seed: int, samples: int):
-        from agents.evaluate import policy_placement
-
-        return policy_placement(self.for_instance(inst), inst, seed=seed, samples=samples, name="policy")
-
-    def widening_check(self, inst: Instance) -> bool:
-        """Same greedy placement from the saved network and from one with more padding."""
-        from agents.evaluate import (
-            LoadedPolicy,
-            Padding,
-            build_policy_network,
-            lookahead_of,
-            policy_placement,
-        )
-
-        p = self.loaded.padding
-        bigger = Padding(p.max_machines + 5, p.max_layers + 7, p.max_edges + 7)
-        net = build_policy_network(self.loaded.meta["policy"], bigger, lookahead_of(self.loaded.meta))
-        net.load_state_dict(self.loaded.policy.state_dict())
-        net.set_training_mode(False)
-        wide = LoadedPolicy(net, bigger, self.loaded.meta, self.loaded.directory)
-        a = policy_placement(self.loaded, inst).placement
-        b = policy_placement(wide, inst).placement
-        return a is not None and b is not None and np.array_equal(a, b)
 
 
 # ---- evaluation ------------------------------------------------------------------------------
