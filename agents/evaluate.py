@@ -231,13 +231,13 @@ def policy_observation_space(padding: Padding, lookahead: bool) -> Any:
     """The observation space a policy sees: the env's, plus ``lookahead`` when used."""
     from gymnasium import spaces
 
-    from agents.shaping import LOOKAHEAD_CLIP, LOOKAHEAD_KEY
+    from agents.shaping import LOOKAHEAD_KEY, lookahead_space
     from hulk_env.env import observation_space
 
     space = observation_space(padding.max_machines, padding.max_layers, padding.max_edges)
     if lookahead:
         parts = dict(space.spaces)
-        parts[LOOKAHEAD_KEY] = spaces.Box(-LOOKAHEAD_CLIP, 0.0, (padding.max_machines,), np.float32)
+        parts[LOOKAHEAD_KEY] = lookahead_space(padding.max_machines)
         space = spaces.Dict(parts)
     return space
 

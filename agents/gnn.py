@@ -21,7 +21,8 @@ combined with the current layer's embedding and with the link features from the 
 hold the current layer's predecessors (where its input would come from). The output is one
 embedding per machine (for the per-machine pointer head of :mod:`agents.policy`) plus a pooled
 summary (for the value head), flattened as ``[z (M x H) | machine_mask (M) | holds_predecessor
-(M) | lookahead (M) | summary (G)]`` (the two per-machine signals feed the head's priors).
+(M) | lookahead gain (M) | lookahead fits (M) | summary (G)]`` (the per-machine signals feed the
+head's priors).
 
 Everything is a function of the real machines and slots only: padded machines are excluded
 from attention and pooling, padded slots have no edges and no machine, so more padding gives
@@ -60,7 +61,7 @@ class Observation(NamedTuple):
     edge_mask: torch.Tensor  # [B, E] bool
     cursor: torch.Tensor  # [B] long
     globals_: torch.Tensor  # [B, G]
-    lookahead: torch.Tensor | None  # [B, M] (agents.shaping), when the env adds it
+    lookahead: torch.Tensor | None  # [B, M, 2] (agents.shaping: gain, fits), when the env adds it
 
 
 class MachineEmbeddings(NamedTuple):
@@ -70,14 +71,16 @@ class MachineEmbeddings(NamedTuple):
         z: ``[B, M, H]`` machine embeddings (0 for padded machines).
         mask: ``[B, M]`` bool, real machines.
         pred: ``[B, M]`` 1.0 where the machine holds a predecessor of the current slot.
-        lookahead: ``[B, M]`` the lookahead gain of each machine (0 without the feature).
+        gain: ``[B, M]`` the lookahead gain of each machine (0 without the feature).
+        fits: ``[B, M]`` 1.0 where that machine's stay completion fits in memory (0 without).
         summary: ``[B, G]`` masked mean and max of ``z``, the current slot's context, globals.
     """
 
     z: torch.Tensor
     mask: torch.Tensor
     pred: torch.Tensor
-    lookahead: torch.Tensor
+    gain: torch.Tensor
+    fits: torch.Tensor
     summary: torch.Tensor
 
 
@@ -233,7 +236,7 @@ class PlacementGNN(BaseFeaturesExtractor):
     ) -> None:
         max_machines = int(observation_space["machine_mask"].shape[0])
         summary_dim = 3 * hidden_dim + len(GLOBAL_FEATURES)
-        super().__init__(observation_space, max_machines * (hidden_dim + 3) + summary_dim)
+        super().__init__(observation_space, max_machines * (hidden_dim + 4) + summary_dim)
         self.max_machines = max_machines
         self.hidden_dim = hidden_dim
         self.summary_dim = summary_dim
@@ -241,7 +244,7 @@ class PlacementGNN(BaseFeaturesExtractor):
         # Machine input: its features + the mean link from the predecessors' machines (+ the
         # lookahead gain of placing the current slot there, when the env provides it).
         self.use_lookahead = LOOKAHEAD_KEY in observation_space.spaces
-        self.machine_in = mlp((len(MACHINE_FEATURES) + len(LINK_FEATURES) + int(self.use_lookahead), h, h))
+        self.machine_in = mlp((len(MACHINE_FEATURES) + len(LINK_FEATURES) + 2 * int(self.use_lookahead), h, h))
         self.layer_in = mlp((len(LAYER_FEATURES), h, h))
         # Edge bias: linear in the link features (an MLP over the [B, M, M] link tensor cost
         # more than the rest of the network put together; the LeakyReLU adds the nonlinearity).
@@ -256,7 +259,8 @@ class PlacementGNN(BaseFeaturesExtractor):
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         out = self.embed(read_observation(observations))
         b = out.z.shape[0]
-        return torch.cat([out.z.reshape(b, -1), out.mask.float(), out.pred, out.lookahead, out.summary], dim=1)
+        parts = [out.z.reshape(b, -1), out.mask.float(), out.pred, out.gain, out.fits, out.summary]
+        return torch.cat(parts, dim=1)
 
     def embed(self, obs: Observation) -> MachineEmbeddings:
         """Per-machine embeddings and the pooled summary of a batch of observations."""
@@ -269,7 +273,7 @@ class PlacementGNN(BaseFeaturesExtractor):
         pred_links = torch.einsum("bp,bpaf->baf", pred / pred.sum(1, keepdim=True).clamp(min=1.0), obs.links)
         parts = [obs.machine_features, pred_links]
         if self.use_lookahead:
-            parts.append(obs.lookahead.unsqueeze(-1))
+            parts.append(obs.lookahead)
         h = self.machine_in(torch.cat(parts, dim=-1))
 
         y = self.layer_in(obs.layer_features)
@@ -290,14 +294,18 @@ class PlacementGNN(BaseFeaturesExtractor):
         c = torch.relu(self.current(torch.cat([current, obs.globals_], dim=-1)))  # [B, H]
         z = self.head_norm(h) * mmask.unsqueeze(-1).float()
         summary = torch.cat([masked_mean(z, mmask), masked_max(z, mmask), c, obs.globals_], dim=-1)
-        lookahead = obs.lookahead if obs.lookahead is not None else torch.zeros_like(pred)
-        return MachineEmbeddings(z, mmask, (pred > 0).float(), lookahead * mmask.float(), summary)
+        valid = mmask.float()
+        if obs.lookahead is not None:
+            gain, fits = obs.lookahead[..., 0] * valid, obs.lookahead[..., 1] * valid
+        else:
+            gain = fits = torch.zeros_like(pred)
+        return MachineEmbeddings(z, mmask, (pred > 0).float(), gain, fits, summary)
 
 
 def split_features(features: torch.Tensor, max_machines: int, hidden_dim: int) -> MachineEmbeddings:
-    """Undo :meth:`PlacementGNN.forward`'s flattening ``[z | mask | pred | lookahead | summary]``."""
+    """Undo :meth:`PlacementGNN.forward`'s flattening ``[z | mask | pred | gain | fits | summary]``."""
     b, m = features.shape[0], max_machines
     cut = m * hidden_dim
     z = features[:, :cut].view(b, m, hidden_dim)
-    mask, pred, lookahead = (features[:, cut + i * m : cut + (i + 1) * m] for i in range(3))
-    return MachineEmbeddings(z, mask > 0.5, pred, lookahead, features[:, cut + 3 * m :])
+    mask, pred, gain, fits = (features[:, cut + i * m : cut + (i + 1) * m] for i in range(4))
+    return MachineEmbeddings(z, mask > 0.5, pred, gain, fits, features[:, cut + 4 * m :])

@@ -32,7 +32,8 @@ from agents.gnn import PlacementGNN, mlp, split_features
 
 _PADDED_LOGIT = -1e8
 STAY_PRIOR = 3.0  # initial logit bonus of the predecessor's machine (PointerHead.stay_bias)
-LOOKAHEAD_PRIOR = 10.0  # initial weight of the lookahead gain in the logits
+LOOKAHEAD_PRIOR = 3.0  # initial weight of the lookahead gain in the logits
+FITS_PRIOR = 1.0  # initial logit bonus of machines whose stay completion fits in memory
 
 
 class PointerHead(nn.Module):
@@ -54,6 +55,7 @@ class PointerHead(nn.Module):
         # Learnable prior for "keep the layer on its predecessor's machine" (see forward_actor).
         self.stay_bias = nn.Parameter(torch.tensor(STAY_PRIOR))
         self.lookahead_gain = nn.Parameter(torch.tensor(LOOKAHEAD_PRIOR))
+        self.fits_bonus = nn.Parameter(torch.tensor(FITS_PRIOR))
         self.critic = nn.Sequential(mlp((summary_dim, hidden_dim, hidden_dim)), nn.ReLU())
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -68,11 +70,12 @@ class PointerHead(nn.Module):
         # the 26 layers of the default model over ~20 machines and learns slowly what a
         # contiguous split is worth; the weight is learned and can go to 0 or below.
         # Likewise the one-step lookahead (agents.shaping: the log time ratio of each machine's
-        # stay completion to the best one's) enters the logits directly with a learnable
-        # weight, initially 10: machines whose placement would cost a lot are pruned from
-        # exploration from the first update, and the network learns what the one-step view
-        # misses (when a switch pays most).
-        logits = self.score(hidden).squeeze(-1) + self.stay_bias * emb.pred + self.lookahead_gain * emb.lookahead
+        # stay completion to the best one's, and whether it fits in memory) enters the logits
+        # directly with learnable weights: machines whose placement would cost a lot are
+        # pruned from exploration from the first update, and the network learns what the
+        # one-step view misses (when a switch pays most, which choices lead to a dead end).
+        priors = self.stay_bias * emb.pred + self.lookahead_gain * emb.gain + self.fits_bonus * emb.fits
+        logits = self.score(hidden).squeeze(-1) + priors
         return logits.masked_fill(~emb.mask, _PADDED_LOGIT)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:

@@ -17,14 +17,20 @@ the observation, are unchanged when the machines are relabelled.
   - shapes the reward (Ng et al. 1999): ``r' = r + Phi(s') - Phi(s)`` with ``Phi = 0`` at the
     end, so with ``gamma = 1`` the episode return is exactly the env's terminal return (the log
     speed-up over naive); only its timing changes;
-  - with ``lookahead=True`` adds the observation key ``lookahead`` ``[max_machines]``: for every
-    valid machine ``a``, ``log(T_best / T_a)`` where ``T_a`` is the time of the stay completion
-    after placing the current slot on ``a`` and ``T_best`` the smallest of them: 0 for the best
-    machine, negative for the others (clipped at ``-LOOKAHEAD_CLIP``; 0 for masked and padded
-    machines). Up to a per-state constant this is the shaped reward each action would get; the
-    constant (which would involve the naive reference, and so the machines' order) is left
-    out so that the observation stays equivariant. One batched cost-model call per step
-    (``M`` placements, ~0.4 ms for 47 machines x 26 layers).
+  - with ``lookahead=True`` adds the observation key ``lookahead`` ``[max_machines, 2]``; for
+    every valid machine ``a``, with ``T_a`` the time of the stay completion after placing the
+    current slot on ``a``:
+
+    - column 0, *gain*: ``log(T_best / T_a)``, ``T_best`` the smallest of them: 0 for the best
+      machine, negative for the others (clipped at ``-LOOKAHEAD_CLIP``). Up to a per-state
+      constant this is the shaped reward each action would get; the constant (which would
+      involve the naive reference, and so the machines' order) is left out so that the
+      observation stays equivariant;
+    - column 1, *fits*: 1 if that stay completion fits in memory (the cost model's memory
+      rule), else 0 -- the one-step view of a memory dead end ahead.
+
+    Masked and padded machines read ``(0, 0)``. One batched cost-model call per step (``M``
+    placements, ~0.4 ms for 47 machines x 26 layers).
 
 Why not the env's ``dense`` reward: it completes with the naive placement (every remaining
 layer on the naive machines), which pays the agent for moving back to the naive machine; on the
@@ -47,6 +53,13 @@ from hulk_env.rewards import log_speedup_reward
 
 LOOKAHEAD_KEY = "lookahead"
 LOOKAHEAD_CLIP = 3.0  # log time ratios: 3 = 20x slower than the best candidate
+
+
+def lookahead_space(max_machines: int) -> spaces.Box:
+    """The ``lookahead`` observation's space: ``[M, 2]`` (gain in [-clip, 0], fits in {0, 1})."""
+    low = np.tile(np.array([-LOOKAHEAD_CLIP, 0.0], dtype=np.float32), (max_machines, 1))
+    high = np.tile(np.array([0.0, 1.0], dtype=np.float32), (max_machines, 1))
+    return spaces.Box(low, high, (max_machines, 2), np.float32)
 
 
 def stay_completion(placement: np.ndarray, t: int) -> np.ndarray:
@@ -87,12 +100,14 @@ class StayLookahead(gym.Wrapper):
         self.shape = shape
         self.lookahead = lookahead
         self.potential = 0.0
-        self._prefix: dict[tuple[int, int], Any] = {}  # (id(workload), replicas) -> workload
+        # (id(workload), replicas) -> (workload, prefix workload); holding the workload keeps
+        # its id from being reused by another instance's while it is cached.
+        self._prefix: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._gains = np.zeros(env.unwrapped.max_machines)
         if lookahead:
             m = env.unwrapped.max_machines
             space = dict(env.observation_space.spaces)
-            space[LOOKAHEAD_KEY] = spaces.Box(-LOOKAHEAD_CLIP, 0.0, (m,), np.float32)
+            space[LOOKAHEAD_KEY] = lookahead_space(m)
             self.observation_space = spaces.Dict(space)
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
@@ -117,11 +132,12 @@ class StayLookahead(gym.Wrapper):
         if replicas == workload.data_parallel:
             return workload
         key = (id(workload), replicas)
-        if key not in self._prefix:
+        entry = self._prefix.get(key)
+        if entry is None or entry[0] is not workload:
             if len(self._prefix) > 64:
                 self._prefix.clear()
-            self._prefix[key] = workload.with_training(data_parallel=replicas)
-        return self._prefix[key]
+            entry = self._prefix[key] = (workload, workload.with_training(data_parallel=replicas))
+        return entry[1]
 
     def _potential(self) -> float:
         s = self.env.unwrapped.state
@@ -136,7 +152,7 @@ class StayLookahead(gym.Wrapper):
     def _observe(self, obs: dict[str, np.ndarray], ended: bool) -> dict[str, np.ndarray]:
         if not self.lookahead:
             return obs
-        gains = np.zeros(self.env.unwrapped.max_machines, dtype=np.float32)
+        gains = np.zeros((self.env.unwrapped.max_machines, 2), dtype=np.float32)
         if not ended:
             s = self.env.unwrapped.state
             static = s.static
@@ -145,7 +161,9 @@ class StayLookahead(gym.Wrapper):
             if len(valid):
                 batch = candidate_completions(s.placement, s.t, valid)
                 workload = self._workload(inst.workload, batch.shape[1])
-                times = cost.iteration_times(inst.cluster, workload, batch).iteration_time_s
-                gains[valid] = np.maximum(np.log(times.min() / times), -LOOKAHEAD_CLIP)
+                times = cost.iteration_times(inst.cluster, workload, batch)
+                t = times.iteration_time_s
+                gains[valid, 0] = np.maximum(np.log(t.min() / t), -LOOKAHEAD_CLIP)
+                gains[valid, 1] = times.memory_feasible
         obs[LOOKAHEAD_KEY] = gains
         return obs

@@ -1,0 +1,75 @@
+"""hulk-gcn: the paper's GCN-over-machines method, trained on the instance with REINFORCE."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import torch
+
+from agents.evaluate import agent_methods
+from agents.hulk_gcn import (
+    HulkGCN,
+    hulk_gcn_method,
+    machine_features,
+    normalized_adjacency,
+    sample_chain,
+)
+from hulk_env import cost
+from hulk_env.baselines import METHODS
+from hulk_env.evaluation import load_suite
+
+
+def test_registered_for_the_leaderboard():
+    assert agent_methods()["hulk-gcn"] is hulk_gcn_method
+
+
+def test_plackett_luce_log_probabilities_sum_to_one():
+    scores = torch.tensor([0.3, -1.0, 2.0, 0.5])
+    total = 0.0
+    for order in itertools.permutations(range(4), 2):
+        # log P of a given order, computed the way sample_chain does for the drawn one
+        chosen = scores[list(order)]
+        rest = [i for i in range(4) if i not in order]
+        norm = [torch.logsumexp(torch.cat([chosen[i:], scores[rest]]), 0) for i in range(2)]
+        total += float(torch.exp((chosen - torch.stack(norm)).sum()))
+    assert abs(total - 1.0) < 1e-6
+    g = torch.Generator().manual_seed(0)
+    counts = {}
+    for _ in range(4000):
+        order, log_prob = sample_chain(scores, 2, g)
+        key = tuple(int(i) for i in order)
+        counts[key] = (counts.get(key, (0, 0.0))[0] + 1, float(torch.exp(log_prob)))
+    for n, p in counts.values():  # empirical frequency matches the stated probability
+        assert abs(n / 4000 - p) < 0.03
+
+
+def test_gcn_is_permutation_equivariant():
+    inst = load_suite("geo-v0")[1]
+    perm = np.random.default_rng(0).permutation(inst.num_machines)
+    x, a = machine_features(inst), normalized_adjacency(inst)
+    torch.manual_seed(0)
+    gcn = HulkGCN(x.shape[1])
+    s = gcn(torch.from_numpy(x), torch.from_numpy(a))
+    sp = gcn(torch.from_numpy(x[perm]), torch.from_numpy(a[np.ix_(perm, perm)]))
+    torch.testing.assert_close(sp, s[torch.as_tensor(perm)], atol=1e-5, rtol=1e-5)
+
+
+def test_feasible_within_budget_and_seeded():
+    for inst in load_suite("tiny-v0")[:6]:
+        a = hulk_gcn_method(inst, 3, 60)
+        b = hulk_gcn_method(inst, 3, 60)
+        assert a.feasible, a.reason
+        assert cost.evaluate(inst.cluster, inst.workload, a.placement).memory_feasible
+        assert a.cost_evals <= 60 + 1  # + the naive fallback's evaluation
+        assert np.array_equal(a.placement, b.placement)
+
+
+def test_beats_naive_on_the_default_instance():
+    from hulk_env.generators import fixed_instance
+
+    inst = fixed_instance("default", "default")
+    result = hulk_gcn_method(inst, 0, 400)
+    naive = METHODS["naive"](inst, 0, None)
+    t = cost.iteration_time(inst.cluster, inst.workload, result.placement)
+    assert t < 0.5 * cost.iteration_time(inst.cluster, inst.workload, naive.placement)

@@ -1,0 +1,83 @@
+"""Stay-completion shaping and the lookahead observation (agents.shaping)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from agents.shaping import LOOKAHEAD_KEY, StayLookahead, candidate_completions, stay_completion
+from hulk_env import cost
+from hulk_env.env import PlacementEnv
+from hulk_env.generators import ToyGenerator
+
+
+def test_stay_completion_and_candidates():
+    placement = np.array([[3, 1, -1, -1], [-1, -1, -1, -1]])
+    assert stay_completion(placement, 2).tolist() == [[3, 1, 1, 1]]
+    assert stay_completion(np.full((2, 4), -1), 0).shape == (0, 4)
+    full = np.array([[3, 1, 1, 2], [-1, -1, -1, -1]])
+    assert stay_completion(full, 4).tolist() == [[3, 1, 1, 2]]  # replica 1 not opened yet
+    cands = candidate_completions(placement, 2, np.array([0, 5]))
+    assert cands.tolist() == [[[3, 1, 0, 0]], [[3, 1, 5, 5]]]
+    cands = candidate_completions(full, 4, np.array([7]))
+    assert cands.tolist() == [[[3, 1, 1, 2], [7, 7, 7, 7]]]
+
+
+@pytest.mark.parametrize("shape", [True, False])
+def test_returns_equal_the_terminal_reward(shape):
+    """Over many fresh toy instances (D in {1, 2}): the shaped return is the env's terminal
+    return; the lookahead gain is 0 for the best valid machine and masked ones, <= 0 elsewhere;
+    a machine whose stay completion fits is never one whose completion breaks memory."""
+    env = StayLookahead(PlacementEnv(generator=ToyGenerator(), reward="terminal"), shape=shape)
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    for _ in range(300):
+        total, done = 0.0, False
+        while not done:
+            mask = env.action_masks()
+            look, fits = obs[LOOKAHEAD_KEY][:, 0], obs[LOOKAHEAD_KEY][:, 1]
+            assert obs in env.observation_space
+            assert np.all(look[~mask] == 0) and np.all(look <= 0) and look[mask].max() == 0
+            assert np.all(fits[~mask] == 0) and set(np.unique(fits)) <= {0.0, 1.0}
+            a = int(rng.choice(np.flatnonzero(mask)))
+            obs, reward, terminated, truncated, info = env.step(a)
+            total += reward
+            done = terminated or truncated
+        inst = env.unwrapped.instance
+        if info.get("dead_end"):
+            expected = -6.0
+        else:
+            t = cost.iteration_time(inst.cluster, inst.workload, np.array(info["placement"]))
+            expected = max(math.log(info["reference_time_s"] / t), -5.0)
+        assert total == pytest.approx(expected, abs=1e-9)
+        obs, _ = env.reset()
+
+
+def test_lookahead_is_the_shaped_reward_up_to_a_constant():
+    env = StayLookahead(PlacementEnv(generator=ToyGenerator(), reward="terminal"))
+    obs, _ = env.reset(seed=4)
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        mask = env.action_masks()
+        valid = np.flatnonzero(mask)
+        if len(valid) < 2:
+            obs, _, terminated, truncated, _ = env.step(int(valid[0]))
+            if terminated or truncated:
+                obs, _ = env.reset()
+            continue
+        rewards = []
+        for a in valid[:2]:  # the shaped reward of two actions from the same state
+            probe = StayLookahead(PlacementEnv(generator=ToyGenerator(), reward="terminal"))
+            probe.reset(options={"instance": env.unwrapped.instance})
+            for past in env.unwrapped.placement.reshape(-1)[: env.unwrapped.state.t]:
+                probe.step(int(past))
+            _, r, terminated, _, _ = probe.step(int(a))
+            rewards.append(None if terminated else r)
+        if None not in rewards and min(obs[LOOKAHEAD_KEY][valid[:2], 0]) > -3.0:  # not clipped
+            look = obs[LOOKAHEAD_KEY][:, 0]
+            assert rewards[0] - rewards[1] == pytest.approx(look[valid[0]] - look[valid[1]], abs=1e-5)
+        obs, _, terminated, truncated, _ = env.step(int(rng.choice(valid)))
+        if terminated or truncated:
+            obs, _ = env.reset()
