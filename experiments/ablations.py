@@ -5,7 +5,8 @@ Every variant of ``experiments/configs/ablations.yaml`` trains with the agent's 
 by its dotted overrides; then its best policy (by the held-out evaluation during training) places
 the training instance deterministically. Learning curves come from each run's TensorBoard logs.
 
-    python -m experiments.ablations [--out DIR] [--timesteps N] [--seeds 0,1] [--variants a,b] [--quick]
+    python -m experiments.ablations [--out DIR] [--timesteps N] [--seeds 0,1] [--variants a,b]
+        [--reuse] [--quick]
 
 Writes ``results.csv`` (variant x seed), ``summary.csv`` (per variant), ``summary.md``,
 ``curves.png`` (evaluation speed-up and training-episode speed-up over steps), ``final.png``
@@ -63,6 +64,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--variants", default=None, help="Comma-separated variant names (default: all).")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="Override for every variant, section.key=value (repeatable).")
+    parser.add_argument("--reuse", action="store_true",
+                        help="Reuse finished runs under OUT/runs (train wall time then read from file times).")
     parser.add_argument("--quick", action="store_true", help="A small instance and a few hundred steps (seconds).")
     return parser.parse_args(argv)
 
@@ -74,6 +77,7 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
         raise HulkInputError("variants must be a mapping name -> list of overrides", field="variants")
     if args.quick:
         config["timesteps"] = QUICK_TIMESTEPS
+        config["seeds"] = [0]
         config["common_overrides"] = [*config["common_overrides"], *QUICK_OVERRIDES]
         config["reference_methods"] = ["naive", "latency-chain-dp"]
     if args.timesteps is not None:
@@ -91,11 +95,19 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
-def train_variant(config: dict[str, Any], name: str, seed: int, runs_dir: Path) -> tuple[Path, float]:
-    """Train one variant with one seed; returns ``(run directory, wall seconds)``."""
+def train_variant(config: dict[str, Any], name: str, seed: int, runs_dir: Path, reuse: bool = False) -> tuple[Path, float]:
+    """Train one variant with one seed; returns ``(run directory, wall seconds)``.
+
+    With ``reuse``, a finished run already in place (``policy/policy.json`` written) is taken as
+    it is; its wall time is then the time between its ``config.yaml`` and its final policy.
+    """
     from agents.config import apply_overrides
     from agents.config import load_config as load_run_config
     from agents.train import train
+
+    done = runs_dir / f"{name}-seed{seed}"
+    if reuse and (done / "policy" / "policy.json").is_file():
+        return done, (done / "policy" / "policy.json").stat().st_mtime - (done / "config.yaml").stat().st_mtime
 
     overrides = [
         *config["common_overrides"], *config["variants"][name],
@@ -147,14 +159,37 @@ def reference_rows(run_dir: Path, methods: Sequence[str]) -> list[dict[str, Any]
     return rows
 
 
+TRAIN_TAG = "placement/speedup_vs_naive"  # mean speed-up of the training episodes (sampled actions)
+REACH_FRACTION = 0.9  # "steps to reach": 90% of the best reference method's speed-up
+
+
+def curve_metrics(curves: list[render.Curve], target: float) -> dict[str, float]:
+    """From a run's training-episode speed-up curve: its mean over the last 10% of steps, and the
+    first step at which it reaches ``target`` (``nan``: never)."""
+    curve = next((c for c in curves if c.tag == TRAIN_TAG and len(c.steps)), None)
+    if curve is None:
+        return {"train_speedup_last10": math.nan, "steps_to_target": math.nan}
+    last = curve.steps >= curve.steps.max() - 0.1 * (curve.steps.max() - curve.steps.min())
+    reached = np.flatnonzero(curve.values >= target)
+    return {
+        "train_speedup_last10": float(np.mean(curve.values[last])),
+        "steps_to_target": float(curve.steps[reached[0]]) if len(reached) else math.nan,
+    }
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for name in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == name]
         speed = [r["speedup_vs_naive"] for r in mine]
+        reach = [r["steps_to_target"] for r in mine]
         out.append({
             "variant": name, "seeds": len(mine), "speedup_mean": float(np.mean(speed)),
             "speedup_min": min(speed), "speedup_max": max(speed),
+            "train_speedup_last10": float(np.mean([r["train_speedup_last10"] for r in mine])),
+            # a seed that never got there counts as the whole run
+            "steps_to_target": float(np.mean([x if math.isfinite(x) else r["timesteps"] for x, r in zip(reach, mine, strict=True)])),
+            "never_reached": sum(1 for x in reach if not math.isfinite(x)),
             "steps_per_s": float(np.mean([r["steps_per_s"] for r in mine])),
             "train_wall_s": float(np.mean([r["train_wall_s"] for r in mine])),
         })  # fmt: skip
@@ -197,12 +232,15 @@ def main(argv: list[str] | None = None) -> Path:
     rows, curves = [], {}
     for name in config["variants"]:
         for seed in config["seeds"]:
-            run_dir, wall = train_variant(config, name, int(seed), runs_dir)
+            run_dir, wall = train_variant(config, name, int(seed), runs_dir, reuse=args.reuse)
             rows.append(final_row(run_dir, name, int(seed), wall, int(config["timesteps"])))
             label = name if len(config["seeds"]) == 1 else f"{name}/seed{seed}"
             curves[label] = render.read_curves(run_dir)
             print(f"{name} seed {seed}: x{rows[-1]['speedup_vs_naive']:.2f} in {wall:.0f} s", flush=True)
     refs = reference_rows(Path(rows[0]["run_dir"]), config["reference_methods"])
+    target = REACH_FRACTION * max(r["speedup_vs_naive"] for r in refs if r["method"] != "naive")
+    for row, label in zip(rows, curves, strict=True):
+        row.update(curve_metrics(curves[label], target))
     summary = summarise(rows)
     write_csv(out / "results.csv", rows)
     write_csv(out / "summary.csv", summary)
@@ -217,9 +255,16 @@ def main(argv: list[str] | None = None) -> Path:
         f"Base config `{config['base_config']}`, {config['timesteps']:,} steps per variant, seeds {config['seeds']}, "
         f"instance `{rows[0]['instance']}`. Wall time {(time.perf_counter() - started) / 60:.1f} min.",
         "",
+        f"Final: the best policy's greedy placement (mean and range over seeds). Training episodes: "
+        f"mean speed-up of the sampled training episodes over the last 10% of steps; steps until they "
+        f"first reach {100 * REACH_FRACTION:.0f}% of the best reference (x{target:.2f}; a seed that never "
+        "does counts as the whole run).",
+        "",
         markdown_table(summary, [
-            ("variant", "variant", ""), ("speedup_mean", "speed-up vs naive", "x"), ("speedup_min", "min", "x"),
-            ("speedup_max", "max", "x"), ("steps_per_s", "steps/s", ".0f"), ("train_wall_s", "train s", ".0f"),
+            ("variant", "variant", ""), ("speedup_mean", "final speed-up", "x"), ("speedup_min", "min", "x"),
+            ("speedup_max", "max", "x"), ("train_speedup_last10", "training episodes (last 10%)", "x"),
+            ("steps_to_target", "steps to reach", ",.0f"), ("never_reached", "seeds never", "d"),
+            ("steps_per_s", "steps/s", ".0f"), ("train_wall_s", "train s", ".0f"),
         ]),  # fmt: skip
         "References on the same instance:",
         "",

@@ -110,12 +110,7 @@ def format_value(value: Any, fmt: str) -> str:
 
 def write_run_info(out: Path, name: str, argv: Sequence[str], config: Mapping[str, Any], started: float) -> Path:
     """``run.json``: the exact command, the resolved config, wall time, versions, git commit."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=REPO_ROOT, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
+    commit, dirty = _git("rev-parse", "HEAD"), _git("status", "--porcelain", "--untracked-files=no")
     info = {
         "experiment": name,
         "command": " ".join(["python", "-m", f"experiments.{name}", *argv]),
@@ -124,10 +119,21 @@ def write_run_info(out: Path, name: str, argv: Sequence[str], config: Mapping[st
         "python": platform.python_version(),
         "numpy": np.__version__,
         "git_commit": commit,
+        "uncommitted_changes": [line[3:] for line in dirty.splitlines() if line.strip()],
     }
     path = out / "run.json"
     path.write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
     return path
+
+
+def _git(*args: str) -> str:
+    """Output of a git command in the repository ("unknown" when git is not there)."""
+    try:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True, cwd=REPO_ROOT, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def run_cli(main: Callable[[list[str] | None], Path], argv: list[str] | None = None) -> None:

@@ -17,7 +17,7 @@ Reported per instance and as geometric means: the gap ``T_policy / T_best - 1`` 
 time (wall seconds of one placement) of the policy against the searches.
 
     python -m experiments.generalization [--out DIR] [--timesteps N] [--policy RUN_DIR]
-        [--search-budget N] [--quick]
+        [--search-budget N] [--reuse] [--quick]
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="Training config override section.key=value (repeatable).")
     parser.add_argument("--search-budget", type=int, default=None, help="Budget of genetic/anneal.")
+    parser.add_argument("--reuse", action="store_true", help="Reuse a finished training run in OUT/policy.")
     parser.add_argument("--quick", action="store_true", help="Tiny training and instances (seconds).")
     return parser.parse_args(argv)
 
@@ -303,7 +304,12 @@ def main(argv: list[str] | None = None) -> Path:
     if args.search_budget is not None:
         config["search_budget"] = args.search_budget
     out = prepare_out_dir(args.out, NAME)
-    run_dir = args.policy if args.policy is not None else train_policy(config, args, out)
+    if args.policy is not None:
+        run_dir = args.policy
+    elif args.reuse and (out / "policy" / "policy" / "policy.json").is_file():
+        run_dir = out / "policy"
+    else:
+        run_dir = train_policy(config, args, out)
     policy = WidePolicy(run_dir)
 
     heldout, notes = heldout_instances(config["heldout"])

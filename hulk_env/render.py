@@ -1002,32 +1002,44 @@ def curves_figure(
             chosen.remove("eval/mean_speedup")  # the CSV copy of the same evaluations
     cols = min(len(chosen), 2)
     nrows = math.ceil(len(chosen) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(6.2 * cols, 3.6 * nrows), dpi=100, squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.4 * cols, 3.7 * nrows + 0.6), dpi=100, squeeze=False,
+                             layout="constrained")
     colours = plt.get_cmap("tab10")
+    styles = ["-", "--", ":", "-."]
+    # Runs labelled "<group>/<member>" (e.g. variant/seed) share their group's colour.
+    groups = list(dict.fromkeys(label.split("/")[0] for label in runs))
+    member: dict[str, int] = {}
+    look = {}
+    for label in runs:
+        group = label.split("/")[0]
+        look[label] = (colours(groups.index(group) % 10), styles[member.get(group, 0) % len(styles)])
+        member[group] = member.get(group, 0) + 1
+    handles: dict[str, object] = {}
     for k, tag in enumerate(chosen):
         ax = axes[k // cols][k % cols]
-        for i, (label, curves) in enumerate(runs.items()):
+        for label, curves in runs.items():
+            colour, style = look[label]
             for c in curves:
                 if c.tag != tag or len(c.steps) == 0:
                     continue
-                colour = colours(i % 10)
                 if smoothing > 0 and len(c.values) > 2:
-                    ax.plot(c.steps, c.values, color=colour, alpha=0.25, lw=0.8)
-                    ax.plot(c.steps, smooth(c.values, smoothing), color=colour, lw=1.6, label=label)
+                    ax.plot(c.steps, c.values, color=colour, alpha=0.2, lw=0.8)
+                    (line,) = ax.plot(c.steps, smooth(c.values, smoothing), color=colour, ls=style, lw=1.6)
                 else:
-                    ax.plot(c.steps, c.values, color=colour, lw=1.6, marker="o" if len(c.values) < 30 else None,
-                            ms=3, label=label)
+                    (line,) = ax.plot(c.steps, c.values, color=colour, ls=style, lw=1.6,
+                                      marker="o" if len(c.values) < 30 else None, ms=3)
+                handles.setdefault(label, line)
         if "speedup" in tag:
             ax.axhline(1.0, color="black", lw=0.7, ls=":")
         ax.set_title(tag, fontsize=9)
         ax.set_xlabel("environment steps")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
     for k in range(len(chosen), nrows * cols):
         axes[k // cols][k % cols].axis("off")
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", fontsize=8,
+               ncols=min(6, len(handles)), frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
     return fig
 
 
