@@ -58,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "search_budget": 50_000,
     "reference_methods": ["naive", "latency-chain-dp"],
     "policy_samples": 16,
+    "untrained_control": True,
 }
 QUICK: dict[str, Any] = {
     "heldout": {"machines": [8, 16], "models": ["gpt3-350m"], "data_parallel": [1], "seed": 7},
@@ -136,8 +137,9 @@ def in_distribution_instances(count: int) -> list[Instance]:
 # ---- the policy ------------------------------------------------------------------------------
 
 
-def train_policy(config: dict[str, Any], args: argparse.Namespace, out: Path) -> Path:
-    """Train with the agent's API; returns the run directory."""
+def train_policy(config: dict[str, Any], args: argparse.Namespace, out: Path, name: str = "policy",
+                 timesteps: int | None = None) -> Path:
+    """Train with the agent's API; returns the run directory (``OUT/<name>``)."""
     from agents.config import apply_overrides, config_from_dict
     from agents.train import train
 
@@ -145,16 +147,30 @@ def train_policy(config: dict[str, Any], args: argparse.Namespace, out: Path) ->
     overrides = list(QUICK_TRAIN if args.quick else []) + list(args.overrides)
     if args.timesteps is not None:
         overrides.append(f"train.total_timesteps={args.timesteps}")
-    overrides += [f"train.out={out}", "train.name=policy"]
+    if timesteps is not None:
+        overrides.append(f"train.total_timesteps={timesteps}")
+    overrides += [f"train.out={out}", f"train.name={name}"]
     run_config = apply_overrides(run_config, overrides)
     return train(run_config, label=NAME)
+
+
+def untrained_control(config: dict[str, Any], args: argparse.Namespace, out: Path) -> Path:
+    """The same network and config with zero training steps (its initial weights): what the
+    architecture, the stay prior and the lookahead feature give before any learning."""
+    done = out / "untrained"
+    if (done / "policy" / "policy.json").is_file():
+        return done
+    return train_policy(config, args, out, name="untrained", timesteps=0)
 
 
 # ---- evaluation ------------------------------------------------------------------------------
 
 
-def evaluate_instance(inst: Instance, split: str, policy: WidePolicy, config: dict[str, Any]) -> list[dict[str, Any]]:
-    """Policy (greedy and sampled), the searches and the references on one instance."""
+def evaluate_instance(
+    inst: Instance, split: str, policy: WidePolicy, config: dict[str, Any], untrained: WidePolicy | None = None
+) -> list[dict[str, Any]]:
+    """Policy (greedy and sampled), the untrained control, the searches and the references on
+    one instance."""
     c, w = inst.cluster, inst.workload
     t_naive = cost.iteration_time(c, w, naive(inst).placement)
     runs: list[tuple[str, Any, float, str]] = []
@@ -171,6 +187,8 @@ def evaluate_instance(inst: Instance, split: str, policy: WidePolicy, config: di
     timed("policy", lambda: policy.place(inst, 0, 0))
     if samples > 0:
         timed(f"policy+{samples}", lambda: policy.place(inst, 0, samples))
+    if untrained is not None:
+        timed("untrained", lambda: untrained.place(inst, 0, 0))
     for name in config["search_methods"]:
         timed(name, lambda name=name: get_method(name)(inst, 0, int(config["search_budget"])))
     for name in config["reference_methods"]:
@@ -261,9 +279,11 @@ def summary_markdown(
     for r in per_instance:
         b = best_rows.get(r["instance"], {})
         sampled = [x for x in rows if x["instance"] == r["instance"] and x["method"].startswith("policy+")]
+        control = [x for x in rows if x["instance"] == r["instance"] and x["method"] == "untrained"]
         table.append({
             "instance": r["instance"], "split": r["split"], "policy_gap": r["gap_to_best_search"],
             "sampled_gap": sampled[0]["gap_to_best_search"] if sampled else None,
+            "untrained_gap": control[0]["gap_to_best_search"] if control else None,
             "policy_s": r["decision_s"], "best": b.get("method"), "best_s": b.get("decision_s"),
             "speedup": r["speedup_vs_naive"], "best_speedup": b.get("speedup_vs_naive"),
         })  # fmt: skip
@@ -285,7 +305,8 @@ def summary_markdown(
         "",
         markdown_table(table, [
             ("instance", "instance", ""), ("split", "split", ""), ("policy_gap", "policy gap", "%"),
-            ("sampled_gap", "policy+samples gap", "%"), ("speedup", "policy speed-up", "x"),
+            ("sampled_gap", "policy+samples gap", "%"), ("untrained_gap", "untrained gap", "%"),
+            ("speedup", "policy speed-up", "x"),
             ("best", "best search", ""), ("best_speedup", "search speed-up", "x"),
             ("policy_s", "policy s", ".3f"), ("best_s", "search s", ".2f"),
         ]),  # fmt: skip
@@ -311,6 +332,7 @@ def main(argv: list[str] | None = None) -> Path:
     else:
         run_dir = train_policy(config, args, out)
     policy = WidePolicy(run_dir)
+    untrained = WidePolicy(untrained_control(config, args, out)) if config["untrained_control"] else None
 
     heldout, notes = heldout_instances(config["heldout"])
     control = in_distribution_instances(int(config["in_distribution"]))
@@ -321,7 +343,7 @@ def main(argv: list[str] | None = None) -> Path:
     rows: list[dict[str, Any]] = []
     for split, instances in (("held-out", heldout), ("training distribution", control)):
         for inst in instances:
-            rows += evaluate_instance(inst, split, policy, config)
+            rows += evaluate_instance(inst, split, policy, config, untrained)
             print(f"{inst.instance_id}: done ({time.perf_counter() - started:.0f} s)", flush=True)
 
     summary = summarise(rows)

@@ -84,7 +84,7 @@ def test_generalization_quick(tmp_path):
     rows = read_rows(out / "results.csv")
     assert list(rows[0]) == list(generalization.RESULT_COLUMNS)
     assert {r["split"] for r in rows} == {"held-out", "training distribution"}
-    assert {"policy", "genetic", "anneal", "latency-chain-dp"} <= {r["method"] for r in rows}
+    assert {"policy", "untrained", "genetic", "anneal", "latency-chain-dp"} <= {r["method"] for r in rows}
     policy = [r for r in rows if r["method"] == "policy"]
     assert {int(r["machines"]) for r in policy if r["split"] == "held-out"} == {8, 16}
     for r in rows:
