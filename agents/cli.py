@@ -459,10 +459,11 @@ def train_command(
         if out is not None:
             cfg.train.out = str(out)
         label = Path(config).stem if config else "default"
-        err_console.print(
-            f"training {cfg.policy.extractor} policy for {cfg.train.total_timesteps:,} steps "
-            f"({cfg.env.generator}: {cfg.env.suite or cfg.env.cluster + ' x ' + cfg.env.model})"
-        )
+        source = {
+            "fixed": f"cluster {cfg.env.cluster} x model {cfg.env.model}",
+            "suite": f"suite {cfg.env.suite}",
+        }.get(cfg.env.generator, f"fresh {cfg.env.generator} instances")
+        err_console.print(f"training the {cfg.policy.extractor} policy for {cfg.train.total_timesteps:,} steps on {source}")
         run_dir = train(cfg, label=label)
     console.print(f"run directory: {run_dir}")
     if compare:

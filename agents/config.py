@@ -125,6 +125,8 @@ class TrainConfig:
         name: run directory name (empty: ``<config>-<timestamp>``).
         device: torch device.
         tensorboard: write TensorBoard logs under ``RUN_DIR/tb``.
+        max_minutes: stop training after this many minutes of wall-clock time, whatever the
+            step count (``0`` = no limit); the run can be resumed later.
     """
 
     total_timesteps: int = 100_000
@@ -137,6 +139,7 @@ class TrainConfig:
     name: str = ""
     device: str = "cpu"
     tensorboard: bool = True
+    max_minutes: float = 0.0
 
 
 @dataclass
@@ -151,7 +154,9 @@ class EvalConfig:
         baselines: methods the final comparison runs next to the policy.
         budget: evaluation budget passed to the search baselines (``None`` = their default).
         samples: besides the deterministic rollout, also sample this many stochastic rollouts
-            and keep the best placement (``0`` = deterministic only).
+            and keep the best placement (``0`` = deterministic only); reported as a separate
+            method ``gnn-ppo+N``.
+        temperature: softmax temperature of those samples (above 1: more diverse).
     """
 
     eval_every: int = 10_000
@@ -160,6 +165,7 @@ class EvalConfig:
     baselines: list[str] = field(default_factory=lambda: ["naive", "compute-greedy", "latency-chain-dp"])
     budget: int | None = None
     samples: int = 0
+    temperature: float = 1.0
 
 
 @dataclass

@@ -319,13 +319,27 @@ def make_eval_env(instance: Instance, padding: Padding, lookahead: bool) -> Any:
     return StayLookahead(env, shape=False, lookahead=True) if lookahead else env
 
 
-def rollout(policy: Any, env: Any, instance: Instance, deterministic: bool) -> np.ndarray | None:
-    """One masked episode of ``policy`` on ``instance``; the ``[D, L]`` placement or ``None``
-    at a dead end."""
+def sample_action(policy: Any, obs: dict[str, np.ndarray], mask: np.ndarray, temperature: float) -> int:
+    """A masked action drawn from ``softmax(logits / temperature)`` (torch's global RNG)."""
+    import torch
+
+    obs_tensor, _ = policy.obs_to_tensor(obs)
+    dist = policy.get_distribution(obs_tensor, action_masks=mask[None])
+    logits = dist.distribution.logits[0] / temperature  # masked logits stay at about -1e8 / T
+    return int(torch.multinomial(torch.softmax(logits, -1), 1))
+
+
+def rollout(policy: Any, env: Any, instance: Instance, temperature: float | None = None) -> np.ndarray | None:
+    """One masked episode of ``policy`` on ``instance``: greedy (``temperature=None``) or
+    sampled at ``temperature``; the ``[D, L]`` placement, or ``None`` at a dead end."""
     obs, _ = env.reset(options={"instance": instance})
     while True:
-        action, _ = policy.predict(obs, deterministic=deterministic, action_masks=env.action_masks())
-        obs, _, terminated, truncated, info = env.step(int(action))
+        mask = env.action_masks()
+        if temperature is None:
+            action = int(policy.predict(obs, deterministic=True, action_masks=mask)[0])
+        else:
+            action = sample_action(policy, obs, mask, temperature)
+        obs, _, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             if info.get("dead_end") or truncated:
                 return None
@@ -350,10 +364,16 @@ def single_thread() -> Iterator[None]:
 
 
 def policy_placement(
-    loaded: LoadedPolicy, instance: Instance, seed: int = 0, samples: int = 0, name: str = "policy"
+    loaded: LoadedPolicy,
+    instance: Instance,
+    seed: int = 0,
+    samples: int = 0,
+    name: str = "policy",
+    temperature: float = 1.0,
 ) -> PlacementResult:
     """Place ``instance`` with a loaded policy: the deterministic (greedy) rollout, plus the
-    best of ``samples`` sampled rollouts when ``samples > 0`` (seeded by ``seed``).
+    best of ``samples`` rollouts sampled at ``temperature`` when ``samples > 0`` (seeded by
+    ``seed``), the cost model choosing.
 
     ``cost_evals`` counts the completed rollouts (each costs one cost-model evaluation; a
     policy with the lookahead observation also makes one batched call per step, not counted).
@@ -366,7 +386,7 @@ def policy_placement(
     with torch.random.fork_rng(), torch.no_grad(), single_thread():
         torch.manual_seed(seed)
         for i in range(1 + max(0, samples)):
-            placement = rollout(loaded.policy, env, instance, deterministic=(i == 0))
+            placement = rollout(loaded.policy, env, instance, None if i == 0 else temperature)
             if placement is None:
                 continue
             evals += 1
@@ -379,7 +399,7 @@ def policy_placement(
 
 
 def load_policy_method(
-    run_dir: str | Path, which: str = "best", samples: int = 0
+    run_dir: str | Path, which: str = "best", samples: int = 0, temperature: float = 1.0
 ) -> Callable[[Instance, int, int | None], PlacementResult]:
     """A saved policy as a leaderboard method ``(instance, seed, budget) -> PlacementResult``.
 
@@ -392,7 +412,7 @@ def load_policy_method(
 
     def method(instance: Instance, seed: int = 0, budget: int | None = None) -> PlacementResult:
         extra = samples if budget is None else max(0, int(budget) - 1)
-        return policy_placement(loaded, instance, seed=seed, samples=extra, name=name)
+        return policy_placement(loaded, instance, seed=seed, samples=extra, name=name, temperature=temperature)
 
     return method
 
@@ -472,8 +492,10 @@ def evaluate_run(
     Runs ``methods`` (default: the run's ``eval.baselines``) and the policy, named
     ``gnn-ppo`` (deterministic) and, with ``samples > 0`` (default: the run's
     ``eval.samples``), ``gnn-ppo+N`` (best of the greedy and ``N`` sampled rollouts), through
-    :func:`hulk_env.evaluation.run_methods`; writes ``RUN_DIR/eval/results.{csv,json}`` and
-    ``summary.md``. Returns ``(rows, paths)``.
+    :func:`hulk_env.evaluation.run_methods`; agent-side methods (``hulk-gcn``) may be named
+    among ``methods``. Writes ``RUN_DIR/eval/results.{csv,json}``, ``summary.md``, and the plots
+    ``curves.png`` (learning curves) and ``placement.png`` (the policy's placement of the first
+    instance). Returns ``(rows, paths)``.
     """
     from agents.train import read_run_config, training_source
     from hulk_env.evaluation import run_methods, write_results
@@ -484,12 +506,38 @@ def evaluate_run(
     names = list(methods) if methods is not None else list(config.eval.baselines)
     samples = config.eval.samples if samples is None else samples
     loaded = load_policy(run_dir, which)
+    agents_side = agent_methods()
     extra: dict[str, Callable[[Instance, int, int | None], PlacementResult]] = {
-        POLICY_METHOD: lambda inst, s, b: policy_placement(loaded, inst, seed=s, name=POLICY_METHOD)
+        n: agents_side[n] for n in names if n in agents_side
     }
+    extra[POLICY_METHOD] = lambda inst, s, b: policy_placement(loaded, inst, seed=s, name=POLICY_METHOD)
     if samples > 0:
         sampled = f"{POLICY_METHOD}+{samples}"
-        extra[sampled] = lambda inst, s, b: policy_placement(loaded, inst, seed=s, samples=samples, name=sampled)
+        temperature = config.eval.temperature
+        extra[sampled] = lambda inst, s, b: policy_placement(
+            loaded, inst, seed=s, samples=samples, name=sampled, temperature=temperature
+        )
     rows = run_methods(instances, names, seed=seed, progress=progress, extra_methods=extra)
     paths = write_results(rows, run_dir / "eval", title=f"{run_dir.name}: policy vs baselines")
+    paths.update(write_plots(run_dir, loaded, instances[0]))
     return rows, paths
+
+
+def write_plots(run_dir: Path, loaded: LoadedPolicy, instance: Instance) -> dict[str, Path]:
+    """``eval/curves.png`` and ``eval/placement.png`` (skipped, not fatal, when there is
+    nothing to draw, e.g. a run without TensorBoard logs or a dead-end placement)."""
+    from hulk_env.render import curves_figure, placement_figure, read_curves, save_figure
+
+    out: dict[str, Path] = {}
+    try:
+        curves = read_curves(run_dir)
+        tags = [t for t in ("placement/speedup_vs_naive", "eval/mean_speedup_vs_naive", "rollout/ep_rew_mean")
+                if any(c.tag == t for c in curves)]
+        out["curves"] = save_figure(curves_figure({run_dir.name: curves}, tags=tags or None), run_dir / "eval" / "curves.png")
+    except HulkInputError:
+        pass
+    result = policy_placement(loaded, instance, name=POLICY_METHOD)
+    if result.feasible:
+        fig = placement_figure(instance, result.placement, title=f"{POLICY_METHOD} on {instance.instance_id}")
+        out["placement"] = save_figure(fig, run_dir / "eval" / "placement.png")
+    return out

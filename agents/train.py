@@ -312,6 +312,21 @@ class Checkpointer(BaseCallback):
         return True
 
 
+class TimeLimit(BaseCallback):
+    """Stops learning once ``minutes`` of wall-clock time have passed (``train.max_minutes``)."""
+
+    def __init__(self, minutes: float) -> None:
+        super().__init__()
+        self.seconds = 60.0 * minutes
+        self._start = time.perf_counter()
+
+    def _on_training_start(self) -> None:
+        self._start = time.perf_counter()
+
+    def _on_step(self) -> bool:
+        return self.seconds <= 0 or time.perf_counter() - self._start < self.seconds
+
+
 class SaveBest(BaseCallback):
     """``callback_on_new_best``: writes ``best_policy/`` in the weights-only format."""
 
@@ -492,7 +507,9 @@ def train(config: RunConfig | None = None, *, resume: str | Path | None = None, 
         warn=False,
     )
     evaluator.best_mean_reward = best_mean_reward
-    callbacks = CallbackList([PlacementLogger(), evaluator, Checkpointer(run_dir, tc.checkpoint_every, evaluator)])
+    callbacks = CallbackList([
+        PlacementLogger(), evaluator, Checkpointer(run_dir, tc.checkpoint_every, evaluator), TimeLimit(tc.max_minutes),
+    ])
 
     # 7. Learn up to train.total_timesteps (the remainder when resuming).
     remaining = max(0, tc.total_timesteps - model.num_timesteps)

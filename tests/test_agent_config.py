@@ -15,7 +15,7 @@ from agents.config import (
 )
 from hulk_env.errors import HulkInputError
 
-TRAINING_CONFIGS = ("default", "smoke", "tiny")  # experiments/configs also holds other scripts' files
+TRAINING_CONFIGS = ("default", "smoke", "tiny", "tiny-generalize")  # experiments/configs also holds other scripts' files
 
 
 def test_every_training_config_loads():
