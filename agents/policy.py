@@ -5,8 +5,13 @@ seams only: the features extractor is :class:`agents.gnn.PlacementGNN` (per-mach
 ``z_a``), ``_build_mlp_extractor`` installs a :class:`PointerHead`, and ``_build`` makes the
 action net the identity, because the head already returns the logits:
 
-* actor: ``logit_a = w . ReLU(W z_a + U s + b)`` for every machine ``a``, where ``s`` is the
-  pooled summary holding the current slot's embedding: the current layer meets every machine.
+* actor: ``logit_a = w . ReLU(W z_a + U s + b) + beta_stay pred_a + beta_gain gain_a +
+  beta_fits fits_a`` for every machine ``a``, where ``s`` is the pooled summary holding the
+  current slot's embedding (the current layer meets every machine), ``pred_a`` marks the
+  machine of the slot's predecessor and ``gain_a``, ``fits_a`` are the one-step lookahead of
+  :mod:`agents.shaping`. The three ``beta`` are learnable priors (initially 3, 3 and 1): they
+  make PPO's first explorations look like pipelines (runs of layers on one machine, no
+  machine that the cost model already knows to be bad), and the network learns the rest.
   The same weights score every machine, so the policy runs on clusters of any size up to the
   padding; padded machines get ``-1e8``, and the env's ``action_masks`` are applied by the
   masked distribution on top;
@@ -14,7 +19,7 @@ action net the identity, because the head already returns the logits:
   layer, the global features).
 
 Same weights, any instance that fits the padding; more padding gives the same logits for the
-real machines and relabelling the machines permutes the logits (tests/test_policy.py).
+real machines and relabelling the machines permutes the logits (tests/test_gnn.py).
 """
 
 from __future__ import annotations
