@@ -18,9 +18,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# The main job: show the default instance, train the GNN agent on it for a few minutes, then
+# compare the trained policy with the baselines.
 run: $(STAMP)
 	$(BIN)/hulk show cluster default
 	$(BIN)/hulk show model default
+	$(BIN)/hulk train
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -180,7 +180,6 @@ def place(
     import time
 
     from hulk_env import cost
-    from hulk_env.baselines import get_method
     from hulk_env.baselines.naive import naive
     from hulk_env.generators import fixed_instance
     from hulk_env.render import placement_figure, placement_rows, save_figure
@@ -188,7 +187,7 @@ def place(
     instance = fixed_instance(
         cluster, model, data_parallel=data_parallel, num_micro_batches=micro_batches, schedule=schedule
     )
-    name, fn = (f"policy:{policy}", _policy_method(policy)) if policy else (method, get_method(method))
+    name, fn = (f"policy:{policy}", _policy_method(policy)) if policy else (method, resolve_method(method))
     start = time.perf_counter()
     result = fn(instance, seed, budget)
     wall_s = time.perf_counter() - start
@@ -235,6 +234,24 @@ def place(
         console.print(f"plot written to {plot}")
 
 
+def resolve_method(name: str):
+    """A method by name: the env library's baselines, or those that live with the agent (torch)."""
+    from hulk_env.baselines import METHODS, get_method
+
+    if name in METHODS:
+        return METHODS[name]
+    from agents.evaluate import agent_methods
+
+    agent = agent_methods()
+    if name in agent:
+        return agent[name]
+    try:
+        return get_method(name)
+    except HulkInputError:
+        known = ", ".join([*METHODS, *agent])
+        raise HulkInputError(f"unknown method '{name}'; choose from {known}", field="method") from None
+
+
 def _policy_method(run_dir: Path):
     """A trained policy as a placement method (loads weights only, never pickled code)."""
     from agents.evaluate import load_policy_method
@@ -260,7 +277,10 @@ def evaluate(
 
     instances = load_suite(suite, hulk_data=hulk_data)[:limit]
     names = [m.strip() for m in methods.split(",") if m.strip()]
-    extra = {f"policy:{Path(p).name}": _policy_method(p) for p in policy or []}
+    from hulk_env.baselines import METHODS
+
+    extra = {n: resolve_method(n) for n in names if n not in METHODS}
+    extra.update({f"policy:{Path(p).name}": _policy_method(p) for p in policy or []})
     budgets = {n: budget for n in names} if budget else None
     rows = run_methods(instances, names, seed=seed, budgets=budgets, progress=True, extra_methods=extra)
     paths = write_results(rows, out, title=f"{suite} leaderboard")
@@ -317,13 +337,12 @@ def _placed(
     micro_batches: int | None, schedule: str | None, seed: int, budget: int | None,
 ):
     """``(instance, placement, method name)`` for the plot commands (same options as ``place``)."""
-    from hulk_env.baselines import get_method
     from hulk_env.generators import fixed_instance
 
     instance = fixed_instance(
         cluster, model, data_parallel=data_parallel, num_micro_batches=micro_batches, schedule=schedule
     )
-    name, fn = (f"policy:{policy}", _policy_method(policy)) if policy else (method, get_method(method))
+    name, fn = (f"policy:{policy}", _policy_method(policy)) if policy else (method, resolve_method(method))
     result = fn(instance, seed, budget)
     if not result.feasible:
         raise HulkInputError(f"{name} found no feasible placement: {result.reason}")
