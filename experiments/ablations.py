@@ -199,7 +199,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def final_figure(summary: list[dict[str, Any]], refs: list[dict[str, Any]]):
     """Final speed-up over naive per variant (whiskers: seeds' range) with reference lines."""
     plt = render._pyplot()
-    fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(summary) + 3), 4.4), dpi=100)
+    fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(summary) + 3), 4.6), dpi=100, layout="constrained")
     xs = np.arange(len(summary))
     mean = np.array([s["speedup_mean"] for s in summary])
     low = mean - np.array([s["speedup_min"] for s in summary])
@@ -215,10 +215,11 @@ def final_figure(summary: list[dict[str, Any]], refs: list[dict[str, Any]]):
     ax.axhline(1.0, color="black", lw=0.8, label="naive")
     ax.set_xticks(xs)
     ax.set_xticklabels([s["variant"] for s in summary], rotation=20, ha="right")
-    ax.set_ylabel("speed-up over naive (greedy rollout of the best policy)")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.set_ylabel("speed-up over naive")
+    ax.set_ylim(0, 1.15 * max(float((mean + high).max()), *(r["speedup_vs_naive"] for r in refs)))
+    ax.set_title("best policy's greedy placement on the training instance (whiskers: seeds' range)", fontsize=9)
+    fig.legend(fontsize=7, loc="outside lower center", ncols=4, frameon=False)
     ax.grid(axis="y", alpha=0.3, zorder=0)
-    fig.tight_layout()
     return fig
 
 
@@ -253,7 +254,8 @@ def main(argv: list[str] | None = None) -> Path:
         "# Ablations",
         "",
         f"Base config `{config['base_config']}`, {config['timesteps']:,} steps per variant, seeds {config['seeds']}, "
-        f"instance `{rows[0]['instance']}`. Wall time {(time.perf_counter() - started) / 60:.1f} min.",
+        f"instance `{rows[0]['instance']}`. Wall time {(time.perf_counter() - started) / 60:.1f} min"
+        + (" (finished runs reused: train s from their file times)." if args.reuse else "."),
         "",
         f"Final: the best policy's greedy placement (mean and range over seeds). Training episodes: "
         f"mean speed-up of the sampled training episodes over the last 10% of steps; steps until they "

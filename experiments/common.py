@@ -131,7 +131,7 @@ def _git(*args: str) -> str:
     try:
         return subprocess.run(
             ["git", *args], capture_output=True, text=True, check=True, cwd=REPO_ROOT, timeout=10
-        ).stdout.strip()
+        ).stdout.rstrip("\n")  # keep leading spaces: `status --porcelain` lines start " M path"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
