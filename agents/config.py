@@ -54,6 +54,8 @@ class EnvConfig:
         invalid_action: ``fallback`` or ``penalty`` (never reached with masking).
         lookahead: add the one-step lookahead observation of :mod:`agents.shaping` (the
             shaped reward of every action, from one batched cost-model call per step).
+        cities: ``random``: the city pool of the training clusters (names of
+            :data:`hulk_env.geo.CITIES`); empty = every city. Lets an experiment hold cities out.
     """
 
     generator: str = "fixed"
@@ -70,6 +72,7 @@ class EnvConfig:
     reward: str = "stay"
     invalid_action: str = "fallback"
     lookahead: bool = True
+    cities: list[str] = field(default_factory=list)
 
 
 @dataclass

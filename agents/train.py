@@ -121,7 +121,8 @@ def training_source(config: RunConfig) -> tuple[Any, list[Instance]]:
         generator = InstanceListGenerator(tuple(instances[:n]))
         heldout = instances[n:] or instances[:n]
     elif env.generator in ("toy", "random"):
-        generator = make_generator(env.generator)
+        city_pool = {"cities": tuple(env.cities)} if env.generator == "random" and env.cities else {}
+        generator = make_generator(env.generator, **city_pool)
         rng = np.random.default_rng(seed + HELDOUT_SEED_OFFSET)
         heldout = [generator(rng) for _ in range(max(1, config.eval.heldout_instances))]
     else:

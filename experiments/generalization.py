@@ -101,10 +101,15 @@ def regions_for(machines: int) -> int:
     return int(np.clip(round(math.sqrt(machines)), 2, 12))
 
 
-def heldout_instances(spec: dict[str, Any]) -> tuple[list[Instance], list[str]]:
-    """Held-out clusters x catalog models (see the config); returns ``(instances, notes)``."""
+def heldout_instances(spec: dict[str, Any], training_cities: Sequence[str] = ()) -> tuple[list[Instance], list[str]]:
+    """Held-out clusters x catalog models (see the config); returns ``(instances, notes)``.
+
+    Clusters are drawn from the cities the policy never trained on (all cities when the
+    training run used every one).
+    """
     rng = np.random.default_rng(int(spec.get("seed", 0)))
-    cities = sorted(geo.CITIES)
+    seen = {geo.get_city(c).name for c in training_cities}
+    cities = sorted(c for c in geo.CITIES if geo.get_city(c).name not in seen)
     d_cycle = [int(d) for d in spec.get("data_parallel", [1])]
     out, notes, k = [], [], 0
     for m in spec["machines"]:
@@ -334,7 +339,8 @@ def main(argv: list[str] | None = None) -> Path:
     policy = WidePolicy(run_dir)
     untrained = WidePolicy(untrained_control(config, args, out)) if config["untrained_control"] else None
 
-    heldout, notes = heldout_instances(config["heldout"])
+    training_cities = config["train_config"].get("env", {}).get("cities", [])
+    heldout, notes = heldout_instances(config["heldout"], training_cities)
     control = in_distribution_instances(int(config["in_distribution"]))
     if control:
         same = policy.widening_check(control[0])
