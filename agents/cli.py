@@ -70,11 +70,16 @@ def _json_default(obj: Any) -> Any:
 def show_cluster(
     source: Annotated[str, typer.Argument(help="A built-in name, a paper data directory, or a YAML/JSON file.")] = "default",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    min_rtt_fraction: Annotated[float, typer.Option(
+        "--min-rtt-fraction", min=0.0, max=1.0,
+        help="Paper data: drop a measured RTT below this fraction of the light-in-fibre round trip "
+        "(1.0 = strict physics; 0.1 keeps all but the grossly impossible Tokyo-Berlin 4 ms).",
+    )] = 1.0,
 ) -> None:
     """Summarise a cluster: machines per region, GPUs, memory, links, and cleaning fixes."""
     from hulk_env.cluster import load_cluster
 
-    cluster, report = load_cluster(source)
+    cluster, report = load_cluster(source, min_rtt_fraction=min_rtt_fraction)
     summary = cluster.summary()
     if report is not None:
         summary["cleaning"] = report.to_dict()

@@ -1020,8 +1020,12 @@ def load_cluster_file(path: str | Path) -> Cluster:
 CLUSTER_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def load_cluster(name_or_path: str | Path) -> tuple[Cluster, CleaningReport | None]:
+def load_cluster(
+    name_or_path: str | Path, *, min_rtt_fraction: float = 1.0
+) -> tuple[Cluster, CleaningReport | None]:
     """A cluster from a built-in name, a paper-format directory, or a YAML/JSON file.
+
+    ``min_rtt_fraction`` is passed to :func:`load_hulk_dir` (paper format only).
 
     Returns:
         The cluster, and the cleaning report for the paper's format (None otherwise).
@@ -1037,9 +1041,9 @@ def load_cluster(name_or_path: str | Path) -> tuple[Cluster, CleaningReport | No
         return catalog.get_cluster(text), None
     path = Path(text).expanduser()
     if path.is_dir():
-        return load_hulk_dir(path)
+        return load_hulk_dir(path, min_rtt_fraction=min_rtt_fraction)
     if path.name == HULK_NODE_FILE and path.is_file():
-        return load_hulk_dir(path.parent)
+        return load_hulk_dir(path.parent, min_rtt_fraction=min_rtt_fraction)
     if path.suffix.lower() in CLUSTER_FILE_SUFFIXES:
         return load_cluster_file(path), None
     if path.exists():

@@ -29,6 +29,19 @@ def test_show_paper_cluster_json(hulk_data):
     assert summary["total_memory_bytes"] > 0
 
 
+def test_impossible_edge_threshold(hulk_data):
+    # Strict physics flags Tokyo-Berlin (4 ms) and the China-California pairs that beat light in
+    # fibre; a 10% tolerance keeps only the grossly impossible Tokyo-Berlin edge.
+    strict = json.loads(run("show", "cluster", str(hulk_data), "--json").stdout)["cleaning"]
+    loose = json.loads(
+        run("show", "cluster", str(hulk_data), "--json", "--min-rtt-fraction", "0.1").stdout
+    )["cleaning"]
+    assert loose["impossible_edges"] == 1
+    assert strict["impossible_edges"] > loose["impossible_edges"]
+    assert any("Berlin-Tokyo" in note for note in loose["notes"])
+    assert strict["measured_pairs"] + strict["impossible_edges"] == loose["measured_pairs"] + 1
+
+
 def test_show_default_needs_no_file():
     cluster = json.loads(run("show", "cluster", "default", "--json").stdout)
     model = json.loads(run("show", "model", "default", "--json").stdout)
