@@ -289,11 +289,21 @@ def evaluate(
     budgets = {n: budget for n in names} if budget else None
     rows = run_methods(instances, names, seed=seed, budgets=budgets, progress=True, extra_methods=extra)
     paths = write_results(rows, out, title=f"{suite} leaderboard")
-    table = Table(*[k for k in leaderboard(rows)[0]], title=f"{suite}: {len(instances)} instances")
-    for entry in leaderboard(rows):
-        table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in entry.values()])
-    console.print(table)
+    console.print(leaderboard_table(leaderboard(rows), f"{suite}: {len(instances)} instances"))
     console.print(f"wrote {paths['csv']}, {paths['json']} and {paths['summary']}")
+
+
+def leaderboard_table(entries: list[dict], title: str) -> Table:
+    """The leaderboard with short headers, so it stays readable in an 80-column terminal."""
+    table = Table("#", "method", "speed-up", "gap", "best", "solved", "evals", "wall s", title=title)
+    for e in entries:
+        table.add_row(
+            str(e["rank"]), e["method"], f"x{e['geomean_speedup_vs_naive']:.2f}",
+            f"{100 * e['mean_gap_to_best']:.1f}%", str(e["best_on"]), f"{e['solved']}/{e['instances']}",
+            f"{e['mean_cost_evals']:,.0f}", f"{e['total_wall_s']:.2f}",
+        )
+    table.caption = "speed-up: geometric mean over naive; gap: mean gap to the best method per instance"
+    return table
 
 
 # ------------------------------------------------------------------------------------ bench
@@ -500,24 +510,20 @@ def _print_comparison(run_dir: Path) -> None:
     from hulk_env.evaluation import leaderboard
 
     rows, paths = evaluate_run(run_dir)
-    if len({r.instance for r in rows}) <= 3:
-        table = Table("instance", "method", "iteration s", "speed-up vs naive", "gap to best", "cost evals", "wall s",
-                      title="trained policy vs baselines")
-        for r in rows:
+    for instance in dict.fromkeys(r.instance for r in rows) if len({r.instance for r in rows}) <= 3 else ():
+        table = Table("method", "iteration s", "speed-up", "gap to best", "cost evals", "wall s",
+                      title=f"trained policy vs baselines on {instance}")
+        for r in (r for r in rows if r.instance == instance):
             feasible = r.feasible
             table.add_row(
-                r.instance, r.method,
+                r.method,
                 f"{r.iteration_time_s:.4f}" if feasible else "infeasible",
-                f"{r.speedup_vs_naive:.3f}" if feasible else "-",
+                f"x{r.speedup_vs_naive:.3f}" if feasible else "-",
                 f"{100 * r.gap_to_best:.2f}%" if feasible else "-",
                 str(r.cost_evals), f"{r.wall_s:.2f}",
             )
         console.print(table)
-    board = leaderboard(rows)
-    table = Table(*board[0].keys(), title=f"leaderboard over {len({r.instance for r in rows})} instance(s)")
-    for entry in board:
-        table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in entry.values()])
-    console.print(table)
+    console.print(leaderboard_table(leaderboard(rows), f"leaderboard over {len({r.instance for r in rows})} instance(s)"))
     console.print(f"wrote {paths['csv']} and {paths['summary']}")
 
 
