@@ -189,6 +189,11 @@ class Cluster:
         return _frozen(np.array([mc.flops for mc in self.machines], dtype=np.float64))
 
     @cached_property
+    def pair_bandwidth_bps(self) -> np.ndarray:
+        """``[M, M]`` the slower direction of each machine pair (``inf`` on the diagonal)."""
+        return _frozen(np.minimum(self.bandwidth_bps, self.bandwidth_bps.T))
+
+    @cached_property
     def memory_bytes(self) -> np.ndarray:
         """``[M]`` GPU memory per machine, bytes."""
         return _frozen(np.array([mc.memory_bytes for mc in self.machines], dtype=np.float64))

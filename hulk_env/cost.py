@@ -287,26 +287,30 @@ def link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> 
 
 
 def _max_link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
-    """``[N]`` ``max_ab X_ab`` without the dense ``[N, M, M]`` matrix (sort by link id)."""
+    """``[N]`` ``max_ab X_ab`` without the dense ``[N, M, M]`` matrix.
+
+    Both directions of a machine pair carry the same bytes (activations one way, their gradients
+    the other), so ``X_ab = S_{ab} / beta_ab`` with ``S`` the bytes over the unordered pair, and
+    ``max(X_ab, X_ba) = S_{ab} / min(beta_ab, beta_ba)``. Transfers are sorted by pair id and
+    summed per pair with a running sum that restarts at each new pair.
+    """
     n = len(mach)
     if len(workload.edges) == 0:
         return np.zeros(n)
     m = cluster.num_machines
-    src, dst, fwd = _edge_transfer_s(cluster, workload, mach)
-    bwd = workload.activation_bytes[workload.edges[:, 0]] / cluster.bandwidth_bps[dst, src]
-    keys = np.concatenate([(src * m + dst).reshape(n, -1), (dst * m + src).reshape(n, -1)], axis=1)
-    keys = keys.astype(np.int32)  # narrower keys sort faster; M * M < 2**31
-    vals = np.concatenate([fwd.reshape(n, -1), bwd.reshape(n, -1)], axis=1)
-    order = np.argsort(keys, axis=1)
+    src, dst = mach[:, :, workload.edges[:, 0]], mach[:, :, workload.edges[:, 1]]
+    keys = (np.minimum(src, dst) * m + np.maximum(src, dst)).reshape(n, -1).astype(np.int32)
+    sent = np.broadcast_to(workload.activation_bytes[workload.edges[:, 0]], src.shape).reshape(n, -1)
+    order = np.argsort(keys, axis=1)  # int32 keys: numpy's SIMD quicksort
     keys = np.take_along_axis(keys, order, axis=1)
-    vals = np.take_along_axis(vals, order, axis=1)
-    csum = np.cumsum(vals, axis=1)
+    sent = np.take_along_axis(sent, order, axis=1)
+    csum = np.cumsum(sent, axis=1)
     starts = np.ones(keys.shape, dtype=bool)
     starts[:, 1:] = keys[:, 1:] != keys[:, :-1]
     pos = np.where(starts, np.arange(keys.shape[1]), 0)
     np.maximum.accumulate(pos, axis=1, out=pos)
-    before = np.take_along_axis(csum - vals, pos, axis=1)
-    return (csum - before).max(axis=1)
+    pair_bytes = csum - np.take_along_axis(csum - sent, pos, axis=1)
+    return (pair_bytes / cluster.pair_bandwidth_bps.ravel()[keys]).max(axis=1)
 
 
 def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
