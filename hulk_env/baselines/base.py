@@ -49,7 +49,7 @@ def capacity_reason(instance: Instance) -> str:
     need = w.data_parallel * float(layer_memory_bytes(instance, 1).sum())
     return (
         f"model '{w.name}' x {w.data_parallel} replica(s) needs at least {need / GB:,.1f} GB "
-        f"(model state + one stashed micro-batch) and the largest layer needs "
+        f"(model state + one stashed micro-batch; 1F1B stashes one per pipeline stage and GPipe all, so the real need is larger) and the largest layer needs "
         f"{float(layer_memory_bytes(instance, 1).max()) / GB:,.1f} GB; cluster '{c.name}' has "
         f"{float(c.memory_bytes.sum()) / GB:,.1f} GB in total and {float(c.memory_bytes.max()) / GB:,.1f} GB "
         "on its largest machine: use more or larger machines, fewer replicas, fewer micro-batches "
