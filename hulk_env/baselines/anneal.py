@@ -15,9 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from hulk_env.baselines.base import PlacementResult, capacity_reason
-from hulk_env.baselines.common import Evaluator
 from hulk_env.baselines.genome import decode, encode, mutate
-from hulk_env.baselines.seeds import heuristic_seeds
+from hulk_env.baselines.seeds import search_start
 from hulk_env.instance import Instance
 
 NAME = "anneal"
@@ -37,10 +36,9 @@ def anneal(instance: Instance, seed: int = 0, budget: int | None = None) -> Plac
     """
     budget = DEFAULT_BUDGET if budget is None else int(budget)
     rng = np.random.default_rng(seed)
-    starts, used = heuristic_seeds(instance, seed, budget)
-    if not starts:
+    starts, used, evaluator = search_start(instance, seed, budget)
+    if evaluator is None:
         return PlacementResult(NAME, None, used, capacity_reason(instance))
-    evaluator = Evaluator(instance, budget - used)
     times = evaluator.times(np.stack(starts))
     if not np.isfinite(times.min()):  # no budget left to evaluate the starts
         return PlacementResult(NAME, starts[0], used + evaluator.evals)

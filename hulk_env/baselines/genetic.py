@@ -24,7 +24,7 @@ import numpy as np
 from hulk_env.baselines.base import PlacementResult, capacity_reason
 from hulk_env.baselines.common import Evaluator
 from hulk_env.baselines.genome import Genome, crossover, decode, encode, mutate
-from hulk_env.baselines.seeds import heuristic_seeds
+from hulk_env.baselines.seeds import search_start
 from hulk_env.instance import Instance
 
 NAME = "genetic"
@@ -45,10 +45,9 @@ def genetic(instance: Instance, seed: int = 0, budget: int | None = None) -> Pla
     """
     budget = DEFAULT_BUDGET if budget is None else int(budget)
     rng = np.random.default_rng(seed)
-    starts, used = heuristic_seeds(instance, seed, budget)
-    if not starts:
+    starts, used, evaluator = search_start(instance, seed, budget)
+    if evaluator is None:
         return PlacementResult(NAME, None, used, capacity_reason(instance))
-    evaluator = Evaluator(instance, budget - used)
     search = _Search(instance, evaluator, rng)
     search.start(starts)
     while not evaluator.exhausted:

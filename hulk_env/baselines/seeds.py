@@ -8,6 +8,7 @@ import numpy as np
 
 from hulk_env.baselines.base import PlacementResult
 from hulk_env.baselines.chain_dp import latency_chain_dp
+from hulk_env.baselines.common import Evaluator
 from hulk_env.baselines.greedy import compute_greedy
 from hulk_env.baselines.naive import naive
 from hulk_env.baselines.partition import partition
@@ -37,3 +38,13 @@ def heuristic_seeds(instance: Instance, seed: int, budget: int | None) -> tuple[
         if result.feasible:
             placements.append(result.placement)
     return placements, used
+
+
+def search_start(
+    instance: Instance, seed: int, budget: int
+) -> tuple[list[np.ndarray], int, Evaluator | None]:
+    """What ``genetic`` and ``anneal`` start from: the heuristics' placements, the evaluations
+    they spent, and an evaluator holding the rest of ``budget`` (``None`` when no heuristic
+    found a feasible placement)."""
+    starts, used = heuristic_seeds(instance, seed, budget)
+    return starts, used, (Evaluator(instance, budget - used) if starts else None)
