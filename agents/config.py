@@ -1,10 +1,12 @@
 """One typed training configuration: dataclasses, YAML files, dotted overrides.
 
 A run is described by a :class:`RunConfig` with five sections (``env``, ``ppo``, ``policy``,
-``train``, ``eval``). It is read from a YAML file under ``experiments/configs/`` (every key is
-optional; missing keys keep the defaults below), then overridden from the command line with
-dotted ``section.key=value`` pairs (``--set ppo.learning_rate=1e-4``), and written resolved next
-to the run (``config.yaml``) so the run can be repeated or resumed from that file alone.
+``train``, ``eval``). It is read from a YAML file -- a name of one shipped with the package in
+``agents/configs/`` or a path (every key is optional; missing keys keep the defaults below) --
+then overridden from the command line with dotted ``section.key=value`` pairs (``--set
+ppo.learning_rate=1e-4``), and written resolved next to the run (``config.yaml``) so the run can
+be repeated or resumed from that file alone. What callers change about a run (the overrides, the
+step count, seed, output directory, run name) travels as one :class:`TrainSettings` record.
 
 Unknown sections or keys and values of the wrong type raise :class:`HulkInputError` naming the
 file and the key, never a traceback.
@@ -22,9 +24,9 @@ from typing import Any
 import yaml
 
 from hulk_env.errors import HulkInputError
+from hulk_env.files import atomic_write_text
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO_ROOT / "experiments" / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # package data: found in any install
 
 
 @dataclass
@@ -55,7 +57,7 @@ class EnvConfig:
         lookahead: add the one-step lookahead observation of :mod:`agents.shaping` (the
             shaped reward of every action, from one batched cost-model call per step).
         cities: ``random``: the city pool of the training clusters (names of
-            :data:`hulk_env.geo.CITIES`); empty = every city. Lets an experiment hold cities out.
+            :data:`hulk_env.hardware.geo.CITIES`); empty = every city. Lets an experiment hold cities out.
     """
 
     generator: str = "fixed"
@@ -270,7 +272,7 @@ def _apply(config: RunConfig, section: str, key: str, value: Any, source: str | 
 
 # ---------------------------------------------------------------------------------- loading
 def resolve_config_path(name_or_path: str | Path) -> Path:
-    """A config file path: an existing path, or a name under ``experiments/configs/``."""
+    """A config file path: an existing path, or a name under ``agents/configs/``."""
     path = Path(name_or_path)
     if path.is_file():
         return path
@@ -304,10 +306,10 @@ def config_from_dict(data: dict[str, Any], source: str | None = None) -> RunConf
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> RunConfig:
-    """Read a YAML config (``None``: ``experiments/configs/default.yaml``), then apply overrides.
+    """Read a YAML config (``None``: ``agents/configs/default.yaml``), then apply overrides.
 
     Args:
-        path: a YAML file or a config name under ``experiments/configs/``.
+        path: a YAML file or a config name under ``agents/configs/``.
         overrides: ``section.key=value`` strings; values are parsed as YAML scalars/lists.
     """
     file = resolve_config_path(path if path is not None else "default")
@@ -339,7 +341,55 @@ def apply_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -
 
 def save_config(config: RunConfig, path: Path) -> None:
     """Write the resolved config as YAML (atomically)."""
-    text = yaml.safe_dump(config.to_dict(), sort_keys=False)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """What a caller changes about a training run, as one record.
+
+    ``hulk train``, ``hulk bench train``, the experiments and the tests build one of these and
+    :meth:`resolve` turns it into a :class:`RunConfig` in one fixed order: the base config, then
+    ``overrides`` in order (later ones win), then each named field that is set (they win over
+    both).
+
+    Attributes:
+        config: the base: a config name under ``agents/configs/`` or a YAML path (``None``:
+            ``default``), or a :class:`RunConfig` (e.g. one embedded in an experiment's file).
+        overrides: ``section.key=value`` strings (``--set``).
+        total_timesteps: ``train.total_timesteps`` (``None``: the base's).
+        seed: ``train.seed``.
+        out: ``train.out``, the directory under which the run directory is created.
+        name: ``train.name``, the run directory's name.
+        progress_bar: ``train.progress_bar``.
+    """
+
+    config: str | Path | RunConfig | None = None
+    overrides: tuple[str, ...] = ()
+    total_timesteps: int | None = None
+    seed: int | None = None
+    out: str | Path | None = None
+    name: str | None = None
+    progress_bar: bool | None = None
+
+    @property
+    def label(self) -> str:
+        """Prefix of a new run directory's name when ``name`` is not set: the config's name."""
+        if isinstance(self.config, RunConfig):
+            return "run"
+        return Path(self.config).stem if self.config is not None else "default"
+
+    def resolve(self) -> RunConfig:
+        """The run's configuration (see the class docstring for the order)."""
+        if isinstance(self.config, RunConfig):
+            config = config_from_dict(self.config.to_dict())  # a copy: the base stays as it was
+        else:
+            config = load_config(self.config)
+        apply_overrides(config, tuple(self.overrides))
+        for key, value in (
+            ("total_timesteps", self.total_timesteps), ("seed", self.seed), ("out", self.out),
+            ("name", self.name), ("progress_bar", self.progress_bar),
+        ):  # fmt: skip
+            if value is not None:
+                _apply(config, "train", key, str(value) if isinstance(value, Path) else value, None)
+        return config

@@ -37,10 +37,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from hulk_env.baselines.base import PlacementResult, layer_memory_bytes
+from agents.inference import single_thread
+from hulk_env.baselines.base import PlacementResult
 from hulk_env.baselines.chain_dp import with_naive_fallback
 from hulk_env.baselines.chains import chain_candidates
 from hulk_env.baselines.common import Evaluator, dedupe_placements
+from hulk_env.feasibility import layer_memory_bytes
 from hulk_env.instance import Instance
 
 NAME = "hulk-gcn"
@@ -197,7 +199,5 @@ def hulk_gcn(instance: Instance, seed: int = 0, budget: int | None = None) -> Pl
 
 def hulk_gcn_method(instance: Instance, seed: int = 0, budget: int | None = None) -> PlacementResult:
     """The leaderboard entry ``hulk-gcn`` (see :func:`hulk_gcn`); runs torch on one thread."""
-    from agents.evaluate import single_thread
-
     with single_thread():
         return hulk_gcn(instance, seed, budget)

@@ -5,10 +5,10 @@ model -> callbacks -> learn -> save. Everything a run writes lives in its direct
 
     RUN_DIR/
       config.yaml        the resolved RunConfig (re-read by --resume)
-      versions.json      Python, torch, SB3, sb3-contrib, torch-geometric, gymnasium, numpy, git
+      versions.json      Python, package versions, git commit (agents.runs.run_metadata)
       env_spec.json      env id, constructor arguments, padding, instance ids, spaces
       checkpoint.pt      latest training state (weights-only torch file, written atomically)
-      policy/            final policy: policy.json + weights.pt (see agents.evaluate)
+      policy/            final policy: policy.json + weights.pt (see agents.saved_policy)
       best_policy/       best deterministic evaluation so far (same format)
       eval/evaluations.csv   MaskableEvalCallback results over time
       tb/                TensorBoard logs (SB3 scalars + placement/* metrics)
@@ -25,15 +25,10 @@ checkpoint and continues until the same ``total_timesteps`` (SB3 rounds up to wh
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import platform
 import random
-import subprocess
 import time
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,114 +41,29 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents.config import RunConfig, config_from_dict, save_config
-from agents.evaluate import (
-    BEST_POLICY_DIR,
-    FINAL_POLICY_DIR,
-    Padding,
-    atomic_torch_save,
-    atomic_write_text,
-    policy_observation_space,
-    safe_torch_load,
-    save_policy,
-    traffic,
-)
+from agents.config import RunConfig, TrainSettings, config_from_dict, save_config
+from agents.files import atomic_torch_save, safe_torch_load
 from agents.policy import policy_class_and_kwargs
+from agents.runs import (
+    BEST_POLICY_DIR,
+    CONFIG_FILE,
+    FINAL_POLICY_DIR,
+    new_run_dir,
+    read_run_config,
+    run_metadata,
+)
+from agents.saved_policy import policy_observation_space, save_policy
 from agents.shaping import StayLookahead
+from agents.sources import CyclingInstances, padding_for, training_source
 from hulk_env.env import ENV_ID, PlacementEnv
 from hulk_env.errors import HulkInputError
-from hulk_env.generators import InstanceListGenerator, fixed_instance, make_generator
+from hulk_env.feasibility import Padding
+from hulk_env.files import atomic_write_text
 from hulk_env.instance import Instance
+from hulk_env.traffic import wan_share
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_FORMAT = "hulk-checkpoint/1"
-HELDOUT_SEED_OFFSET = 1_000_003  # held-out generator draws never share the training seed
-
-
-# ---------------------------------------------------------------------------- instances
-class CyclingInstances:
-    """A generator that returns its instances in order, round robin (deterministic evals).
-
-    Args:
-        instances: the instances to cycle through.
-    """
-
-    def __init__(self, instances: list[Instance]) -> None:
-        self.instances = tuple(instances)
-        self._padding = Padding.of(self.instances)
-        self._next = 0
-
-    @property
-    def max_machines(self) -> int:
-        return self._padding.max_machines
-
-    @property
-    def max_slots(self) -> int:
-        return self._padding.max_layers
-
-    @property
-    def max_edges(self) -> int:
-        return self._padding.max_edges
-
-    def __call__(self, np_random: np.random.Generator) -> Instance:
-        del np_random  # the order is the point
-        instance = self.instances[self._next % len(self.instances)]
-        self._next += 1
-        return instance
-
-
-def training_source(config: RunConfig) -> tuple[Any, list[Instance]]:
-    """``(generator for the training envs, held-out instances for evaluation)``."""
-    env, seed = config.env, config.train.seed
-    if env.generator == "fixed":
-        instance = fixed_instance(
-            env.cluster, env.model, data_parallel=env.data_parallel, num_micro_batches=env.num_micro_batches
-        )
-        generator = InstanceListGenerator((instance,))
-        heldout = [instance]
-    elif env.generator == "suite":
-        from hulk_env.evaluation import load_suite
-
-        if not env.suite:
-            raise HulkInputError("env.generator=suite needs env.suite (e.g. geo-v0)", field="env.suite")
-        instances = load_suite(env.suite)
-        n = env.suite_instances or len(instances)
-        generator = InstanceListGenerator(tuple(instances[:n]))
-        heldout = instances[n:] or instances[:n]
-    elif env.generator in ("toy", "random"):
-        city_pool = {"cities": tuple(env.cities)} if env.generator == "random" and env.cities else {}
-        generator = make_generator(env.generator, **city_pool)
-        rng = np.random.default_rng(seed + HELDOUT_SEED_OFFSET)
-        heldout = [generator(rng) for _ in range(max(1, config.eval.heldout_instances))]
-    else:
-        raise HulkInputError(
-            f"unknown env.generator '{env.generator}'; choose fixed, suite, toy or random", field="env.generator"
-        )
-    if env.heldout_suite:
-        from hulk_env.evaluation import load_suite
-
-        heldout = load_suite(env.heldout_suite)
-    return generator, heldout
-
-
-def padding_for(config: RunConfig, generator: Any, heldout: list[Instance]) -> Padding:
-    """The observation padding: the config's, else the largest of the generator and held-out set."""
-    needed = Padding(generator.max_machines, generator.max_slots, max(1, generator.max_edges)).at_least(
-        Padding.of(heldout)
-    )
-    env = config.env
-    chosen = Padding(
-        env.max_machines or needed.max_machines,
-        env.max_layers or needed.max_layers,
-        env.max_edges or needed.max_edges,
-    )
-    for key in ("max_machines", "max_layers", "max_edges"):
-        if getattr(chosen, key) < getattr(needed, key):
-            raise HulkInputError(
-                f"env.{key}={getattr(chosen, key)} is below what the instances need ({getattr(needed, key)})",
-                field=f"env.{key}",
-            )
-    return chosen
 
 
 # --------------------------------------------------------------------------------- envs
@@ -163,7 +73,7 @@ class PlacementMetrics(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if terminated and not info.get("dead_end", False) and "placement" in info:
-            info["wan_traffic_share"] = traffic(self.env.unwrapped.instance, info["placement"]).wan_share
+            info["wan_traffic_share"] = wan_share(self.env.unwrapped.instance, info["placement"])
         return obs, reward, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
@@ -366,36 +276,6 @@ class EvalLog(BaseCallback):
 
 
 # ------------------------------------------------------------------------ run directory
-def versions() -> dict[str, str]:
-    """Package versions and the git commit, for ``versions.json``."""
-    import gymnasium
-    import sb3_contrib
-    import stable_baselines3
-    import torch_geometric
-
-    import hulk_env
-
-    out = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "hulk_env": hulk_env.__version__,
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "stable_baselines3": stable_baselines3.__version__,
-        "sb3_contrib": sb3_contrib.__version__,
-        "torch_geometric": torch_geometric.__version__,
-        "gymnasium": gymnasium.__version__,
-    }
-    try:
-        out["git_commit"] = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-            cwd=Path(__file__).resolve().parents[1], timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        out["git_commit"] = "unknown"
-    return out
-
-
 def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[Instance]) -> dict[str, Any]:
     """What ``env_spec.json`` records: how to rebuild the training env, and its spaces."""
     kwargs: dict[str, Any] = {
@@ -428,51 +308,30 @@ def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[
     }
 
 
-def new_run_dir(config: RunConfig, label: str) -> Path:
-    """``train.out/<train.name or label-timestamp>``, created (an existing one is an error)."""
-    name = config.train.name or f"{label}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    run_dir = Path(config.train.out) / name
-    if (run_dir / "config.yaml").exists():
-        raise HulkInputError(
-            "run directory already holds a run; use --resume to continue it or choose another train.name",
-            source=str(run_dir),
-        )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
-
-
-def read_run_config(run_dir: Path) -> RunConfig:
-    """The resolved config a run directory was started with."""
-    import yaml
-
-    path = run_dir / "config.yaml"
-    if not path.is_file():
-        raise HulkInputError("not a run directory (no config.yaml)", source=str(run_dir))
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise HulkInputError(f"config.yaml is not valid YAML: {exc}".replace("\n", " "), source=str(path)) from None
-    return config_from_dict(data, source=str(path))
-
-
 # ------------------------------------------------------------------------------ train
-def train(config: RunConfig | None = None, *, resume: str | Path | None = None, label: str = "run") -> Path:
+def train(
+    config: TrainSettings | RunConfig | None = None, *, resume: str | Path | None = None, label: str = "run"
+) -> Path:
     """Train a policy; returns the run directory (see the module docstring for its files).
 
     Args:
-        config: the run's configuration (ignored with ``resume``: the run's own is used).
+        config: the run: a :class:`TrainSettings` record (resolved here; its label names a new
+            run directory) or a resolved :class:`RunConfig` (``None``: the defaults). Ignored
+            with ``resume``: the run's own config is used.
         resume: a run directory to continue from its ``checkpoint.pt``.
-        label: prefix of a new run directory's name.
+        label: prefix of a new run directory's name (for a :class:`RunConfig`).
     """
     # 1. Run directory and the resolved config.
     if resume is not None:
         run_dir = Path(resume)
         config = read_run_config(run_dir)
     else:
+        if isinstance(config, TrainSettings):
+            config, label = config.resolve(), config.label
         config = config or RunConfig()
         run_dir = new_run_dir(config, label)
-        save_config(config, run_dir / "config.yaml")
-        atomic_write_text(run_dir / "versions.json", json.dumps(versions(), indent=2) + "\n")
+        save_config(config, run_dir / CONFIG_FILE)
+        atomic_write_text(run_dir / "versions.json", json.dumps(run_metadata(), indent=2) + "\n")
     tc = config.train
 
     # 2. Seeds and threads.
@@ -539,16 +398,6 @@ def checkpoint_timesteps(run_dir: str | Path) -> int:
     """Timesteps recorded in a run's checkpoint (for tests and ``hulk train --resume``)."""
     state = safe_torch_load(Path(run_dir) / CHECKPOINT, "checkpoint")
     return int(state["num_timesteps"])
-
-
-def write_rows_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write dict rows as CSV atomically."""
-    buffer = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    atomic_write_text(path, buffer.getvalue())
 
 
 # ------------------------------------------------------------------------------ bench

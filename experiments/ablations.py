@@ -24,18 +24,19 @@ from typing import Any
 
 import numpy as np
 
+from agents.tb_curves import read_curves
 from experiments.common import (
     load_config,
     markdown_table,
     prepare_out_dir,
     run_cli,
-    write_csv,
     write_run_info,
 )
 from hulk_env import cost, render
 from hulk_env.baselines import get_method
 from hulk_env.baselines.naive import naive
 from hulk_env.errors import HulkInputError
+from hulk_env.evaluation import write_csv
 
 NAME = "ablations"
 DEFAULTS: dict[str, Any] = {
@@ -101,29 +102,28 @@ def train_variant(config: dict[str, Any], name: str, seed: int, runs_dir: Path, 
     With ``reuse``, a finished run already in place (``policy/policy.json`` written) is taken as
     it is; its wall time is then the time between its ``config.yaml`` and its final policy.
     """
-    from agents.config import apply_overrides
-    from agents.config import load_config as load_run_config
+    from agents.config import TrainSettings
     from agents.train import train
 
     done = runs_dir / f"{name}-seed{seed}"
     if reuse and (done / "policy" / "policy.json").is_file():
         return done, (done / "policy" / "policy.json").stat().st_mtime - (done / "config.yaml").stat().st_mtime
 
-    overrides = [
-        *config["common_overrides"], *config["variants"][name],
-        f"train.total_timesteps={config['timesteps']}", f"train.seed={seed}",
-        f"train.out={runs_dir}", f"train.name={name}-seed{seed}",
-    ]  # fmt: skip
-    run_config = apply_overrides(load_run_config(config["base_config"]), overrides)
+    settings = TrainSettings(
+        config=config["base_config"], overrides=(*config["common_overrides"], *config["variants"][name]),
+        total_timesteps=int(config["timesteps"]), seed=seed, out=runs_dir, name=f"{name}-seed{seed}",
+    )  # fmt: skip
     start = time.perf_counter()
-    run_dir = train(run_config, label=name)
+    run_dir = train(settings)
     return run_dir, time.perf_counter() - start
 
 
 def final_row(run_dir: Path, name: str, seed: int, wall_s: float, timesteps: int) -> dict[str, Any]:
     """The best policy of a run placing its training instance (greedy)."""
-    from agents.evaluate import load_policy, policy_placement
-    from agents.train import read_run_config, training_source
+    from agents.inference import policy_placement
+    from agents.runs import read_run_config
+    from agents.saved_policy import load_policy
+    from agents.sources import training_source
 
     run_config = read_run_config(run_dir)
     _, heldout = training_source(run_config)
@@ -144,7 +144,8 @@ def final_row(run_dir: Path, name: str, seed: int, wall_s: float, timesteps: int
 
 def reference_rows(run_dir: Path, methods: Sequence[str]) -> list[dict[str, Any]]:
     """The reference methods on the same training instance."""
-    from agents.train import read_run_config, training_source
+    from agents.runs import read_run_config
+    from agents.sources import training_source
 
     _, heldout = training_source(read_run_config(run_dir))
     inst = heldout[0]
@@ -198,7 +199,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def final_figure(summary: list[dict[str, Any]], refs: list[dict[str, Any]]):
     """Final speed-up over naive per variant (whiskers: seeds' range) with reference lines."""
-    plt = render._pyplot()
+    plt = render.pyplot()
     fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(summary) + 3), 4.6), dpi=100, layout="constrained")
     xs = np.arange(len(summary))
     mean = np.array([s["speedup_mean"] for s in summary])
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> Path:
             run_dir, wall = train_variant(config, name, int(seed), runs_dir, reuse=args.reuse)
             rows.append(final_row(run_dir, name, int(seed), wall, int(config["timesteps"])))
             label = name if len(config["seeds"]) == 1 else f"{name}/seed{seed}"
-            curves[label] = render.read_curves(run_dir)
+            curves[label] = read_curves(run_dir)
             print(f"{name} seed {seed}: x{rows[-1]['speedup_vs_naive']:.2f} in {wall:.0f} s", flush=True)
     refs = reference_rows(Path(rows[0]["run_dir"]), config["reference_methods"])
     target = REACH_FRACTION * max(r["speedup_vs_naive"] for r in refs if r["method"] != "naive")

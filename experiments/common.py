@@ -1,12 +1,10 @@
-"""What every experiment shares: configs, output directories, CSV and Markdown tables, run info."""
+"""What every experiment shares: configs, output directories, Markdown tables, run info
+(CSV files: :func:`hulk_env.evaluation.write_csv`)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -16,17 +14,17 @@ from typing import Any
 import numpy as np
 import yaml
 
+from hulk_env.cluster import paper_data_dir
 from hulk_env.errors import HulkInputError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = REPO_ROOT / "experiments" / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # the experiments' own settings
 DEFAULT_OUT = REPO_ROOT / "runs" / "experiments"
-SHARED_HULK_DATA = REPO_ROOT.parent / "shared" / "data" / "hulk"
 
 
-def default_hulk_data() -> Path | None:
-    """``../shared/data/hulk`` next to the repository, when it holds the paper's files."""
-    return SHARED_HULK_DATA if (SHARED_HULK_DATA / "node_feature.csv").is_file() else None
+def default_hulk_data() -> Path:
+    """The paper's data as the package ships it (``--hulk-data DIR`` reads a copy of your own)."""
+    return paper_data_dir()
 
 
 def load_config(name: str, path: str | Path | None, defaults: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,25 +63,6 @@ def prepare_out_dir(out: str | Path | None, name: str) -> Path:
     return path
 
 
-def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> Path:
-    """Rows as CSV: floats in full precision, non-finite floats as empty cells, bools as true/false."""
-    columns = list(columns or (rows[0].keys() if rows else []))
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([_cell(row.get(c, "")) for c in columns])
-    return path
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, bool | np.bool_):
-        return "true" if value else "false"
-    if isinstance(value, float | np.floating):
-        return repr(float(value)) if math.isfinite(value) else ""
-    return str(value)
-
-
 def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str, str]]) -> str:
     """A Markdown table: ``columns`` are ``(key, header, format)``; ``format`` is a format spec
     (``".2f"``), ``"x"`` for a speed-up (``×1.23``), ``"%"`` for a share, or ``""`` for str."""
@@ -109,31 +88,20 @@ def format_value(value: Any, fmt: str) -> str:
 
 
 def write_run_info(out: Path, name: str, argv: Sequence[str], config: Mapping[str, Any], started: float) -> Path:
-    """``run.json``: the exact command, the resolved config, wall time, versions, git commit."""
-    commit, dirty = _git("rev-parse", "HEAD"), _git("status", "--porcelain", "--untracked-files=no")
+    """``run.json``: the exact command, the resolved config, wall time, versions, git commit
+    (:func:`agents.runs.run_metadata`)."""
+    from agents.runs import run_metadata
+
     info = {
         "experiment": name,
         "command": " ".join(["python", "-m", f"experiments.{name}", *argv]),
         "config": dict(config),
         "wall_s": time.perf_counter() - started,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "git_commit": commit,
-        "uncommitted_changes": [line[3:] for line in dirty.splitlines() if line.strip()],
+        **run_metadata(),
     }
     path = out / "run.json"
     path.write_text(json.dumps(info, indent=2, default=str) + "\n", encoding="utf-8")
     return path
-
-
-def _git(*args: str) -> str:
-    """Output of a git command in the repository ("unknown" when git is not there)."""
-    try:
-        return subprocess.run(
-            ["git", *args], capture_output=True, text=True, check=True, cwd=REPO_ROOT, timeout=10
-        ).stdout.rstrip("\n")  # keep leading spaces: `status --porcelain` lines start " M path"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def run_cli(main: Callable[[list[str] | None], Path], argv: list[str] | None = None) -> None:

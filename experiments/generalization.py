@@ -31,23 +31,25 @@ from typing import Any
 
 import numpy as np
 
+from agents.tb_curves import read_curves
 from experiments.common import (
     load_config,
     markdown_table,
     prepare_out_dir,
     run_cli,
-    write_csv,
     write_run_info,
 )
 from experiments.policies import WidePolicy
-from hulk_env import catalog, cost, geo, render
+from hulk_env import cost, render
 from hulk_env.baselines import get_method
 from hulk_env.baselines.naive import naive
 from hulk_env.cluster import geo_cluster
 from hulk_env.errors import HulkInputError
-from hulk_env.evaluation import geometric_mean
+from hulk_env.evaluation import geometric_mean, write_csv
 from hulk_env.generators import DEFAULT_GPU_MIX, RandomGeoGenerator
+from hulk_env.hardware import geo
 from hulk_env.instance import Instance
+from hulk_env.workload import catalog
 
 NAME = "generalization"
 DEFAULTS: dict[str, Any] = {
@@ -145,18 +147,16 @@ def in_distribution_instances(count: int) -> list[Instance]:
 def train_policy(config: dict[str, Any], args: argparse.Namespace, out: Path, name: str = "policy",
                  timesteps: int | None = None) -> Path:
     """Train with the agent's API; returns the run directory (``OUT/<name>``)."""
-    from agents.config import apply_overrides, config_from_dict
+    from agents.config import TrainSettings, config_from_dict
     from agents.train import train
 
-    run_config = config_from_dict(config["train_config"], source="generalization.yaml:train_config")
-    overrides = list(QUICK_TRAIN if args.quick else []) + list(args.overrides)
-    if args.timesteps is not None:
-        overrides.append(f"train.total_timesteps={args.timesteps}")
-    if timesteps is not None:
-        overrides.append(f"train.total_timesteps={timesteps}")
-    overrides += [f"train.out={out}", f"train.name={name}"]
-    run_config = apply_overrides(run_config, overrides)
-    return train(run_config, label=NAME)
+    settings = TrainSettings(
+        config=config_from_dict(config["train_config"], source="generalization.yaml:train_config"),
+        overrides=(*(QUICK_TRAIN if args.quick else ()), *args.overrides),
+        total_timesteps=timesteps if timesteps is not None else args.timesteps,
+        out=out, name=name,
+    )  # fmt: skip
+    return train(settings)
 
 
 def untrained_control(config: dict[str, Any], args: argparse.Namespace, out: Path) -> Path:
@@ -242,7 +242,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def gap_figure(rows: list[dict[str, Any]], methods: Sequence[str]):
     """Gap to the best search vs cluster size, one marker per method (held-out split)."""
-    plt = render._pyplot()
+    plt = render.pyplot()
     fig, (ax_gap, ax_time) = plt.subplots(1, 2, figsize=(13, 4.6), dpi=100)
     colours = plt.get_cmap("tab10")
     for k, method in enumerate(methods):
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> Path:
     render.save_figure(render.leaderboard_figure([r for r in rows if r["split"] == "held-out"],
                                                  title="held-out instances: speed-up over naive"), out / "leaderboard.png")
     try:
-        render.save_figure(render.curves_figure({"policy": render.read_curves(run_dir)}, title="training curves"),
+        render.save_figure(render.curves_figure({"policy": read_curves(run_dir)}, title="training curves"),
                            out / "curves.png")
     except HulkInputError as exc:  # a run without logs (e.g. --policy of a copied policy directory)
         notes.append(f"no training curves: {exc.one_line()}")

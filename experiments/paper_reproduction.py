@@ -1,7 +1,7 @@
 """Paper reproduction: the Hulk paper's 47 machines x models from 1.3B to 176B parameters.
 
 The paper reports training iterations more than 20% shorter with its placement than without
-(arXiv 2302.13741). This experiment loads the paper's own cluster data (``--hulk-data``), places
+(arXiv 2302.13741). This experiment loads the paper's own cluster data (shipped in the package, or ``--hulk-data``), places
 every model of ``experiments/configs/paper_reproduction.yaml`` with every method -- the
 baselines, ``hulk-gcn`` when the agent registers it, and trained policies given with
 ``--policy`` (run on every case, the network widened to its size: :mod:`experiments.policies`)
@@ -9,7 +9,7 @@ baselines, ``hulk-gcn`` when the agent registers it, and trained policies given 
 Speed-up = naive time / method time; the claim holds for a case when the iteration is at least
 20% shorter (speed-up >= 1.25).
 
-    python -m experiments.paper_reproduction --hulk-data ../shared/data/hulk [--out DIR]
+    python -m experiments.paper_reproduction [--hulk-data DIR] [--out DIR]
         [--policy RUN_DIR ...] [--seeds 0,1,2] [--budget N] [--quick]
 
 Writes into the output directory: ``results.csv`` (one row per case, method and seed),
@@ -35,18 +35,18 @@ from experiments.common import (
     markdown_table,
     prepare_out_dir,
     run_cli,
-    write_csv,
     write_run_info,
 )
-from hulk_env import catalog, cost, render
+from hulk_env import cost, render
 from hulk_env.baselines import PlacementResult, get_method
-from hulk_env.baselines.base import capacity_reason
 from hulk_env.baselines.naive import naive
 from hulk_env.cluster import Cluster, load_hulk_dir
 from hulk_env.errors import HulkInputError
-from hulk_env.evaluation import geometric_mean
+from hulk_env.evaluation import geometric_mean, write_csv
+from hulk_env.feasibility import capacity_reason
 from hulk_env.instance import Instance
 from hulk_env.simulate import simulate
+from hulk_env.workload import catalog
 
 NAME = "paper_reproduction"
 MethodFn = Callable[[Instance, int, "int | None"], PlacementResult]
@@ -81,7 +81,7 @@ RESULT_COLUMNS = (
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog=f"python -m experiments.{NAME}", description=__doc__.splitlines()[0])
     parser.add_argument("--hulk-data", type=Path, default=None,
-                        help="The paper's data directory (node_feature.csv, edge.txt); default ../shared/data/hulk.")
+                        help="The paper's data directory (node_feature.csv, edge.txt); default: the copy in the package.")
     parser.add_argument("--out", type=Path, default=None, help=f"Output directory (default runs/experiments/{NAME}).")
     parser.add_argument("--config", type=Path, default=None, help="Another YAML config.")
     parser.add_argument("--policy", type=Path, action="append", default=[], help="A trained policy's run directory (repeatable).")
@@ -123,7 +123,7 @@ def build_methods(config: dict[str, Any], policies: Sequence[Path]) -> tuple[dic
     notes: list[str] = []
     if config["include_hulk_gcn"]:
         try:
-            from agents.evaluate import agent_methods
+            from agents.methods import agent_methods
 
             methods.update(agent_methods())
         except ImportError as exc:
@@ -312,11 +312,6 @@ def main(argv: list[str] | None = None) -> Path:
     args = parse_args(argv)
     config = resolve_config(args)
     hulk_data = args.hulk_data or default_hulk_data()
-    if hulk_data is None:
-        raise HulkInputError(
-            "the paper's data is needed: pass --hulk-data DIR (the directory of node_feature.csv and edge.txt)",
-            field="--hulk-data",
-        )
     cluster, _ = load_hulk_dir(hulk_data)
     methods, notes = build_methods(config, args.policy)
     out = prepare_out_dir(args.out, NAME)

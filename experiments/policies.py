@@ -2,7 +2,7 @@
 
 The agent's policy network is size-agnostic -- one score per machine from weights shared by all
 machines -- but a saved policy records the observation padding it was trained with, and
-:func:`agents.evaluate.load_policy_method` refuses larger instances. :class:`WidePolicy` loads the
+:func:`agents.inference.load_policy_method` refuses larger instances. :class:`WidePolicy` loads the
 weights into a network built for each instance's own padding, so one policy places clusters
 and models of any size. Policies whose weights depend on the padding (the ``mlp`` extractor)
 raise :class:`HulkInputError` on a larger instance.
@@ -17,6 +17,7 @@ import numpy as np
 
 from hulk_env.baselines import PlacementResult
 from hulk_env.errors import HulkInputError
+from hulk_env.feasibility import Padding
 from hulk_env.instance import Instance
 
 
@@ -28,15 +29,15 @@ class WidePolicy:
     """
 
     def __init__(self, run_dir: Path) -> None:
-        from agents.evaluate import load_policy
+        from agents.saved_policy import load_policy
 
         self.loaded = load_policy(run_dir)
         self._cache: dict[Any, Any] = {}
 
     def for_instance(self, inst: Instance):
-        """A :class:`agents.evaluate.LoadedPolicy` whose padding fits ``inst`` exactly (or the
-        saved one, when that already fits)."""
-        from agents.evaluate import LoadedPolicy, Padding, build_policy_network, lookahead_of
+        """A :class:`agents.saved_policy.LoadedPolicy` whose padding fits ``inst`` exactly (or
+        the saved one, when that already fits)."""
+        from agents.saved_policy import LoadedPolicy, build_policy_network, lookahead_of
 
         saved = self.loaded.padding
         need = Padding.of([inst])
@@ -56,19 +57,14 @@ class WidePolicy:
         return self._cache[need]
 
     def place(self, inst: Instance, seed: int, samples: int):
-        from agents.evaluate import policy_placement
+        from agents.inference import policy_placement
 
         return policy_placement(self.for_instance(inst), inst, seed=seed, samples=samples, name="policy")
 
     def widening_check(self, inst: Instance) -> bool:
         """Same greedy placement from the saved network and from one with more padding."""
-        from agents.evaluate import (
-            LoadedPolicy,
-            Padding,
-            build_policy_network,
-            lookahead_of,
-            policy_placement,
-        )
+        from agents.inference import policy_placement
+        from agents.saved_policy import LoadedPolicy, build_policy_network, lookahead_of
 
         p = self.loaded.padding
         bigger = Padding(p.max_machines + 5, p.max_layers + 7, p.max_edges + 7)

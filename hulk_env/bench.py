@@ -120,8 +120,9 @@ def bench_cost(
         ``sim_p95_rel_err`` and what was measured.
     """
     from hulk_env import cost
-    from hulk_env.catalog import get_cluster, get_model
+    from hulk_env.cluster import get_cluster
     from hulk_env.simulate import analytic_vs_simulated, validation_cases
+    from hulk_env.workload import get_model
 
     cluster, workload = get_cluster(BENCH_CLUSTER), get_model(BENCH_MODEL, data_parallel=1)
     rng = np.random.default_rng(seed)

@@ -31,9 +31,10 @@ Pipeline (per micro-batch):
   for micro-batch 0's whole round trip. Both refinements come from the schedule simulator
   (:mod:`hulk_env.simulate`), the ground truth this model is measured against.
 
-Data-parallel gradient sync: for each layer ``l`` the distinct machines of ``machine[:, l]`` in
-replica order (first occurrence kept) form a ring of ``k`` machines; layers with the same ring
-share one all-reduce of ``G = sum_l params_l * grad_bytes_per_param`` bytes. Ring all-reduce time
+Data-parallel gradient sync (the rings and their bytes: :mod:`hulk_env.traffic`): for each layer
+``l`` the distinct machines of ``machine[:, l]`` in replica order (first occurrence kept) form a
+ring of ``k`` machines; layers with the same ring share one all-reduce of
+``G = sum_l params_l * grad_bytes_per_param`` bytes. Ring all-reduce time
 ``2 (k - 1) alpha_mean + 2 (k - 1) / k * G / beta_min`` over the ring's links
 ``(s_0 -> s_1, ..., s_{k-1} -> s_0)``: the bandwidth term is set by the slowest link, which
 carries ``2 (k - 1) / k * G`` bytes; the latency term is the chain of ``2 (k - 1)`` dependent
@@ -67,6 +68,7 @@ from typing import NamedTuple
 import numpy as np
 
 from hulk_env.cluster import Cluster
+from hulk_env.traffic import Rings, dp_rings, ring_link_bytes
 from hulk_env.workload import Workload
 
 BACKWARD_FLOPS_FACTOR = 2.0  # backward = 2 x forward FLOPs (weights and input gradients)
@@ -386,45 +388,6 @@ def _first_micro_batch_one(cluster: Cluster, workload: Workload, mach: np.ndarra
     return per_replica
 
 
-class Rings(NamedTuple):
-    """The data-parallel ring of every layer of a batch of placements.
-
-    Attributes:
-        members: ``[N, D, L]`` the ring's distinct machines in replica order, packed to the
-            front and padded with ``-1``; two layers share a ring iff their columns are equal.
-        size: ``[N, L]`` machines in the ring, ``k``.
-        leader: ``[N, L]`` True on the first layer of each distinct ring, where its
-            all-reduce (of the gradients of every layer sharing it) is accounted.
-        group_bytes: ``[N, L]`` gradient bytes all-reduced by the ring of layer ``l``.
-    """
-
-    members: np.ndarray
-    size: np.ndarray
-    leader: np.ndarray
-    group_bytes: np.ndarray
-
-
-def dp_rings(workload: Workload, mach: np.ndarray) -> Rings:
-    """The ring of each layer: distinct machines of ``mach[:, :, l]`` in replica order."""
-    n, d, n_layers = mach.shape
-    first = np.ones(mach.shape, dtype=bool)
-    for r in range(1, d):
-        first[:, r] = np.all(mach[:, r : r + 1] != mach[:, :r], axis=1)
-    order = np.argsort(~first, axis=1, kind="stable")  # members to the front, replica order kept
-    members = np.where(
-        np.take_along_axis(first, order, axis=1), np.take_along_axis(mach, order, axis=1), -1
-    )
-    same = np.all(members[:, :, :, None] == members[:, :, None, :], axis=1)  # [N, L, L]
-    earlier = np.tril(np.ones((n_layers, n_layers), dtype=bool), -1)
-    grad = workload.params * workload.grad_bytes_per_param
-    return Rings(
-        members=members,
-        size=first.sum(axis=1),
-        leader=~np.any(same & earlier, axis=2),
-        group_bytes=same @ grad,
-    )
-
-
 def ring_allreduce_s(cluster: Cluster, rings: Rings) -> np.ndarray:
     """``[N, L]`` all-reduce seconds of each leader's ring (0 elsewhere and for ``k = 1``).
 
@@ -439,8 +402,7 @@ def ring_allreduce_s(cluster: Cluster, rings: Rings) -> np.ndarray:
     nxt = np.take_along_axis(ring, np.where(pos + 1 < k[:, None], pos + 1, 0), axis=1)
     alpha = np.where(valid, cluster.latency_s[ring, nxt], 0.0).sum(axis=1) / np.maximum(k, 1)
     beta = np.where(valid & (ring != nxt), cluster.bandwidth_bps[ring, nxt], np.inf).min(axis=1)
-    steps = 2.0 * (k - 1)
-    busy = steps * alpha + steps / k * rings.group_bytes / beta
+    busy = 2.0 * (k - 1) * alpha + ring_link_bytes(rings.group_bytes, k) / beta
     return np.where((k > 1) & rings.leader, busy, 0.0)
 
 
@@ -480,14 +442,35 @@ def stash_micro_batches(workload: Workload, mach: np.ndarray) -> np.ndarray:
     return np.minimum(workload.num_micro_batches, depth)
 
 
-def memory_use_bytes(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
-    """``[N, M]`` bytes used on each machine: model state plus stashed activations."""
+def memory_use_bytes(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, placed: np.ndarray | None = None
+) -> np.ndarray:
+    """``[N, M]`` bytes used on each machine: model state plus stashed activations.
+
+    ``placed`` (``[N, D, L]`` bool, optional) counts only those slots (see
+    :func:`placed_memory_bytes`).
+    """
     n, d, n_layers = mach.shape
     m = cluster.num_machines
     stash = stash_micro_batches(workload, mach)[:, :, None] * workload.stash_bytes
     need = workload.state_bytes_per_param * workload.params + stash  # [N, D, L]
+    if placed is not None:
+        need = need * placed
     slots = (np.arange(n)[:, None, None] * m + mach).ravel()
     return np.bincount(slots, weights=need.ravel(), minlength=n * m).reshape(n, m)
+
+
+def placed_memory_bytes(cluster: Cluster, workload: Workload, placement: np.ndarray) -> np.ndarray:
+    """``[M]`` bytes used by a partial placement ``[D, L]`` (``-1`` for unplaced slots).
+
+    :func:`memory_use_bytes` over the placed slots, each replica stashing for the machines it
+    holds so far (what the env's action mask tracks); a complete placement gives the same.
+    """
+    p = np.asarray(placement, dtype=np.int64).reshape(workload.data_parallel, workload.num_layers)
+    placed = p >= 0
+    # Unplaced slots borrow a machine of their own replica (its depth stays) and weigh nothing.
+    filled = np.where(placed, p, np.maximum(p.max(axis=1, keepdims=True), 0))
+    return memory_use_bytes(cluster, workload, filled[None], placed[None])[0]
 
 
 def _iteration_times(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Rewards of :class:`hulk_env.env.PlacementEnv`: small objects over pure functions.
 
 The episode's value is the **log speed-up** over the reference placement of the same instance
-(the naive placement, :func:`hulk_env.baselines.naive.naive`)::
+(the naive placement, :func:`hulk_env.reference.naive_placement`)::
 
     R = max(log(T_ref / T_iter), MIN_REWARD)
 

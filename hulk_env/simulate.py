@@ -74,8 +74,6 @@ from hulk_env.workload import Workload
 
 BACKWARD_FLOPS_FACTOR = 2.0  # backward = 2 x forward FLOPs, as in hulk_env.cost
 
-TASK_KINDS = ("forward", "backward", "transfer", "allreduce")
-
 
 class Task(NamedTuple):
     """One interval of the timeline.
@@ -695,15 +693,17 @@ def random_placement(
 
 
 def validation_cases(num_cases: int = 500, seed: int = 0) -> list[ValidationCase]:
-    """A seeded set of placements over the named clusters and models of :mod:`hulk_env.catalog`.
+    """A seeded set of placements over built-in clusters and models (:mod:`hulk_env.cluster.builtin`,
+    :mod:`hulk_env.workload.catalog`).
 
     Both schedules (alternating), ``D`` drawn from ``{1, 2, 4}``, 8 micro-batches, styles drawn
     with :data:`STYLE_WEIGHTS`. Same seed, same cases.
     """
-    from hulk_env import catalog  # the catalog builds models; only this helper needs it
+    from hulk_env.cluster import get_cluster  # the built-ins; only this helper needs them
+    from hulk_env.workload import get_model
 
     rng = np.random.default_rng(seed)
-    clusters = [catalog.get_cluster(name) for name in VALIDATION_CLUSTERS]
+    clusters = [get_cluster(name) for name in VALIDATION_CLUSTERS]
     models: dict[tuple[str, int, str], Workload] = {}
     cases = []
     for i in range(num_cases):
@@ -713,7 +713,7 @@ def validation_cases(num_cases: int = 500, seed: int = 0) -> list[ValidationCase
         schedule = ("gpipe", "1f1b")[i % 2]
         key = (name, d, schedule)
         if key not in models:
-            models[key] = catalog.get_model(
+            models[key] = get_model(
                 name, data_parallel=d, schedule=schedule, num_micro_batches=8
             )
         style = PLACEMENT_STYLES[int(rng.choice(len(PLACEMENT_STYLES), p=STYLE_WEIGHTS))]

@@ -160,13 +160,6 @@ def placement_problems(instance: Instance, placement: np.ndarray) -> list[str]:
     ]
 
 
-def assert_valid_placement(instance: Instance, placement: np.ndarray) -> None:
-    """Raise ``AssertionError`` listing :func:`placement_problems`, if any."""
-    problems = placement_problems(instance, placement)
-    if problems:
-        raise AssertionError(f"{instance.instance_id}: " + "; ".join(problems))
-
-
 class FuzzReport(NamedTuple):
     """Outcome of :func:`fuzz_env`.
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agents.config import (
     CONFIG_DIR,
     RunConfig,
+    TrainSettings,
     apply_overrides,
     config_from_dict,
     load_config,
@@ -15,13 +18,40 @@ from agents.config import (
 )
 from hulk_env.errors import HulkInputError
 
-TRAINING_CONFIGS = ("default", "smoke", "tiny", "tiny-generalize")  # experiments/configs also holds other scripts' files
+TRAINING_CONFIGS = ("default", "smoke", "tiny", "tiny-generalize")
 
 
-def test_every_training_config_loads():
-    for name in TRAINING_CONFIGS:
-        assert (CONFIG_DIR / f"{name}.yaml").is_file()
+def test_every_shipped_config_loads():
+    shipped = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+    assert set(TRAINING_CONFIGS) <= set(shipped)
+    for name in shipped:
         assert isinstance(load_config(name), RunConfig)
+
+
+def test_configs_are_package_data():
+    """Found next to the module (any install), not through the repository root."""
+    import agents
+
+    assert CONFIG_DIR.parent == Path(agents.__file__).resolve().parent
+    assert resolve_config_path("smoke") == CONFIG_DIR / "smoke.yaml"
+
+
+def test_train_settings_order_and_types(tmp_path):
+    settings = TrainSettings(
+        config="smoke", overrides=("train.seed=5", "train.total_timesteps=64", "ppo.n_steps=32"),
+        total_timesteps=256, out=tmp_path, name="x",
+    )  # fmt: skip
+    cfg = settings.resolve()
+    assert cfg.train.total_timesteps == 256  # the named field wins over the override
+    assert cfg.train.seed == 5 and cfg.ppo.n_steps == 32  # overrides win over the file
+    assert cfg.train.out == str(tmp_path) and cfg.train.name == "x"
+    assert cfg.env.generator == "toy"  # the rest is smoke.yaml's
+    assert settings.label == "smoke" and TrainSettings().label == "default"
+    base = RunConfig()
+    again = TrainSettings(config=base, seed=3).resolve()
+    assert again.train.seed == 3 and base.train.seed == 0  # the base record is not changed
+    with pytest.raises(HulkInputError, match="expected an integer"):
+        TrainSettings(total_timesteps="lots").resolve()
 
 
 def test_default_config_is_the_main_job():

@@ -7,7 +7,6 @@ import itertools
 import numpy as np
 import torch
 
-from agents.evaluate import agent_methods
 from agents.hulk_gcn import (
     HulkGCN,
     hulk_gcn_method,
@@ -15,6 +14,7 @@ from agents.hulk_gcn import (
     normalized_adjacency,
     sample_chain,
 )
+from agents.methods import agent_methods
 from hulk_env import cost
 from hulk_env.baselines import METHODS
 from hulk_env.evaluation import load_suite

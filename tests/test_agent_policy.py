@@ -11,18 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from agents.evaluate import (
-    FINAL_POLICY_DIR,
-    Padding,
-    build_policy_network,
-    load_policy,
-    load_policy_method,
-    policy_placement,
-    save_policy,
-)
+from agents.inference import policy_placement
+from agents.methods import load_policy_method
+from agents.runs import FINAL_POLICY_DIR
+from agents.saved_policy import build_policy_network, load_policy, save_policy
 from hulk_env import cost
 from hulk_env.errors import HulkInputError
 from hulk_env.evaluation import load_suite
+from hulk_env.feasibility import Padding
 
 REPO = Path(__file__).resolve().parents[1]
 POLICY = {"extractor": "gnn", "hidden_dim": 16, "machine_rounds": 1, "layer_rounds": 1, "heads": 2}
@@ -41,7 +37,8 @@ def saved(tmp_path_factory) -> Path:
 
 _CHILD = """
 import json, sys
-from agents.evaluate import load_policy, policy_placement
+from agents.inference import policy_placement
+from agents.saved_policy import load_policy
 from hulk_env.evaluation import load_suite
 loaded = load_policy(sys.argv[1])
 out = [getattr(policy_placement(loaded, inst, seed=3, samples=2).placement, "tolist", lambda: None)() for inst in load_suite("tiny-v0")[:6]]

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from hulk_env import catalog, cost
+from hulk_env import cost
 from hulk_env.baselines import METHODS, get_method, method_names
 from hulk_env.baselines.common import Evaluator, nearest_neighbour_chain
 from hulk_env.baselines.exact import exact, num_placements
@@ -16,8 +16,10 @@ from hulk_env.baselines.greedy import proportional_split
 from hulk_env.baselines.naive import naive
 from hulk_env.baselines.seeds import heuristic_seeds
 from hulk_env.baselines.stage_dp import cut_bytes, split_chain
+from hulk_env.cluster import get_cluster
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
+from hulk_env.workload import get_model
 from tests.strategies import make_chain, make_cluster
 
 SMALL_BUDGETS = {"genetic": 400, "anneal": 400, "random-best-of-n": 50}
@@ -268,8 +270,8 @@ def test_evaluator_counts_and_truncates_at_budget():
 
 
 def test_baselines_on_a_built_in_cluster_rank_sensibly():
-    cluster = catalog.get_cluster("cloud-3region")
-    inst = Instance(cluster, catalog.get_model("gpt3-350m", data_parallel=2), "cloud-3region/350m")
+    cluster = get_cluster("cloud-3region")
+    inst = Instance(cluster, get_model("gpt3-350m", data_parallel=2), "cloud-3region/350m")
     t = {n: time_of(inst, METHODS[n](inst, 0, SMALL_BUDGETS.get(n)).placement) for n in ALL}
     # The DP over latency chains is never worse than listing machines in order.
     assert t["latency-chain-dp"] <= t["naive"]

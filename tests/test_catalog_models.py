@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hulk_env import catalog
 from hulk_env.errors import HulkInputError
-from hulk_env.workload import load_workload
+from hulk_env.workload import catalog, load_workload
 
 REQUIRED = {
     "gpt3-125m", "gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "gpt3-13b", "gpt3-175b",

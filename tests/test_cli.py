@@ -7,7 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from agents.cli import EXIT_BAD_INPUT, app
+from hulk_cli.app import app
+from hulk_cli.output import EXIT_BAD_INPUT
 from tests.conftest import BAD_FILES
 
 runner = CliRunner()
@@ -77,7 +78,7 @@ def test_every_bad_file_is_one_clear_line(path):
         (("show", "cluster", "/nonexistent/dir/cluster.yaml"), "cluster.yaml"),
         (("place", "--method", "telepathy"), "telepathy"),
         (("evaluate", "--suite", "nope-v0"), "nope-v0"),
-        (("evaluate", "--suite", "paper-v0"), "hulk-data"),
+        (("evaluate", "--suite", "paper-v0", "--hulk-data", "/nonexistent/hulk"), "/nonexistent/hulk"),
     ],
 )
 def test_unknown_names_are_one_clear_line(args, needle):
@@ -96,3 +97,66 @@ def test_place_json_beats_or_equals_naive(tmp_path):
     assert out["cost"]["memory_feasible"]
     assert out["speedup_vs_naive"] >= 1.0 - 1e-9
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+_WITHOUT_AGENT = """
+import json, sys
+BLOCKED = {"torch", "torch_geometric", "stable_baselines3", "sb3_contrib", "tensorboard"}
+
+class NoAgentStack:  # as if `pip install hulk-env` had been run without the [agent] extra
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoAgentStack())
+from typer.testing import CliRunner
+from hulk_cli.app import app
+
+out = []
+for args in json.loads(sys.argv[1]):
+    result = CliRunner().invoke(app, args)
+    out.append({"code": result.exit_code, "stdout": result.stdout, "stderr": result.stderr,
+                "exception": repr(result.exception) if result.exit_code not in (0, 2) else None})
+print(json.dumps(out))
+"""
+
+
+def test_torch_free_commands_work_without_the_agent_stack(tmp_path):
+    """show/place/evaluate need no torch; train, bench train and the policy methods say in one
+    line how to install the agent stack (exit 2)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    torch_free = [
+        ["show", "cluster", "default", "--json"],
+        ["place", "--cluster", "cloud-3region", "--model", "gpt3-350m", "--json"],
+        ["evaluate", "--suite", "tiny-v0", "--methods", "naive,compute-greedy", "--limit", "2", "--out", str(tmp_path)],
+    ]
+    needs_agent = [
+        ["train", "--config", "smoke"],
+        ["bench", "train"],
+        ["place", "--method", "hulk-gcn"],
+        ["place", "--policy", str(tmp_path)],
+        ["evaluate", "--suite", "tiny-v0", "--methods", f"naive,{tmp_path}", "--limit", "1"],
+    ]
+    child = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_AGENT, json.dumps(torch_free + needs_agent)],
+        cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=300,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    results = json.loads(child.stdout.strip().splitlines()[-1])
+    for args, result in zip(torch_free, results, strict=False):
+        assert result["code"] == 0, (args, result)
+    assert json.loads(results[1]["stdout"])["cost"]["memory_feasible"]
+    assert (tmp_path / "results.csv").is_file()
+    for args, result in zip(needs_agent, results[len(torch_free):], strict=True):
+        lines = [line for line in result["stderr"].splitlines() if line.strip()]
+        assert result["code"] == EXIT_BAD_INPUT and len(lines) == 1, (args, result)
+        assert "pip install 'hulk-env[agent]'" in lines[0] and "torch" in lines[0], (args, lines)
+
+
+def test_gnn_ppo_is_not_a_method_by_itself():
+    result = run("place", "--method", "gnn-ppo")
+    assert result.exit_code == EXIT_BAD_INPUT and "--policy RUN_DIR" in result.stderr

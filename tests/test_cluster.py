@@ -9,9 +9,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from hulk_env import catalog, geo
-from hulk_env.cluster import Cluster, Machine, geo_cluster
+from hulk_env.cluster import Cluster, Machine, builtin, geo_cluster
 from hulk_env.errors import HulkInputError
+from hulk_env.hardware import geo
 
 
 def _machines(m: int) -> tuple[Machine, ...]:
@@ -66,7 +66,7 @@ def test_machine_validation():
 
 
 def test_to_networkx_complete_graph_with_attributes():
-    c = catalog.get_cluster("cloud-3region")
+    c = builtin.get_cluster("cloud-3region")
     g = c.to_networkx()
     m = c.num_machines
     assert g.number_of_nodes() == m and g.number_of_edges() == m * (m - 1) // 2
@@ -77,7 +77,7 @@ def test_to_networkx_complete_graph_with_attributes():
 
 
 def test_summary_keys_and_values():
-    c = catalog.get_cluster("cloud-8region")
+    c = builtin.get_cluster("cloud-8region")
     s = c.summary()
     assert {"machines", "regions", "imputed_pairs", "total_memory_bytes"} <= set(s)
     assert s["machines"] == 32 and s["regions"] == 8
@@ -87,7 +87,7 @@ def test_summary_keys_and_values():
 
 
 def test_subset_keeps_links():
-    c = catalog.get_cluster("cloud-3region")
+    c = builtin.get_cluster("cloud-3region")
     sub = c.subset([5, 0])
     assert sub.machines == (c.machines[5], c.machines[0])
     assert sub.latency_s[0, 1] == c.latency_s[5, 0]
@@ -130,40 +130,41 @@ def test_geo_cluster_bad_arguments():
 
 
 def test_builtin_cluster_names_and_default():
-    names = catalog.cluster_names()
-    assert {"default", "paper-12city-47", "cloud-3region", "cloud-8region"} <= set(names)
-    d, p = catalog.get_cluster("default"), catalog.get_cluster("paper-12city-47")
+    names = builtin.cluster_names()
+    assert {"default", "paper-12city-47", "cloud-3region", "cloud-8region", "hulk-paper"} <= set(names)
+    assert all(builtin.has_cluster(n) for n in names) and not builtin.has_cluster("nope")
+    d, p = builtin.get_cluster("default"), builtin.get_cluster("paper-12city-47")
     assert d.machines == p.machines
     np.testing.assert_array_equal(d.latency_s, p.latency_s)
     with pytest.raises(HulkInputError, match=r"unknown cluster 'nope'.*paper-12city-47"):
-        catalog.get_cluster("nope")
+        builtin.get_cluster("nope")
 
 
-@pytest.mark.parametrize("name", ["paper-12city-47", "cloud-3region", "cloud-8region"])
+@pytest.mark.parametrize("name", ["paper-12city-47", "cloud-3region", "cloud-8region", "hulk-paper"])
 def test_builtin_clusters_are_deterministic(name):
-    a, b = catalog.get_cluster(name), catalog.get_cluster(name)
+    a, b = builtin.get_cluster(name), builtin.get_cluster(name)
     assert a is not b and a.machines == b.machines
     np.testing.assert_array_equal(a.latency_s, b.latency_s)
     np.testing.assert_array_equal(a.bandwidth_bps, b.bandwidth_bps)
 
 
 def test_paper_builtin_matches_paper_layout():
-    c = catalog.get_cluster("paper-12city-47")
+    c = builtin.get_cluster("paper-12city-47")
     assert c.num_machines == 47 and c.regions == geo.PAPER_CITIES
-    assert Counter(mc.region for mc in c.machines) == catalog.PAPER_MACHINES_PER_CITY
-    mix = {(g, n) for g, n, _ in catalog.PAPER_GPU_MIX}
+    assert Counter(mc.region for mc in c.machines) == builtin.PAPER_MACHINES_PER_CITY
+    mix = {(g, n) for g, n, _ in builtin.PAPER_GPU_MIX}
     assert {(mc.gpu, mc.num_gpus) for mc in c.machines} <= mix
 
 
 def test_cloud_8region_spans_continents():
-    c = catalog.get_cluster("cloud-8region")
+    c = builtin.get_cluster("cloud-8region")
     assert len({geo.CITIES[r].continent for r in c.regions}) >= 5
 
 
 def test_env_library_does_not_import_torch():
     code = (
-        "import sys, hulk_env, hulk_env.gpus, hulk_env.geo, hulk_env.cluster, hulk_env.catalog;"
-        "hulk_env.catalog.get_cluster('default'); print('torch' in sys.modules)"
+        "import sys, hulk_env, hulk_env.hardware.gpus, hulk_env.hardware.geo, hulk_env.cluster;"
+        "hulk_env.cluster.get_cluster('default'); print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 from collections import Counter
@@ -12,10 +13,18 @@ import numpy as np
 import pytest
 import yaml
 
-from hulk_env import catalog, cluster, geo
-from hulk_env.cluster import load_cluster, load_cluster_file, load_hulk_dir
+from hulk_env.cluster import (
+    PAPER_CLUSTER,
+    builtin,
+    files,
+    load_cluster,
+    load_cluster_file,
+    load_hulk_dir,
+    paper_data_dir,
+)
 from hulk_env.errors import HulkInputError
-from hulk_env.gpus import DEFAULT_MFU, gpu_by_name
+from hulk_env.hardware import geo
+from hulk_env.hardware.gpus import DEFAULT_MFU, gpu_by_name
 from hulk_env.units import GB, GBPS, MS
 
 BAD = Path(__file__).resolve().parent / "data" / "bad"
@@ -39,6 +48,7 @@ def test_paper_counts(paper):
     assert (r.self_loops, r.duplicate_pairs) == (2, 2)
     assert r.measured_pairs + r.imputed_pairs == 47 * 46 // 2
     assert r.imputed_pairs == r.imputed_from_city_pairs + r.imputed_from_geography
+    assert (r.imputed_from_city_pairs, r.imputed_from_geography) == (212, 338)  # SOURCE.md
     assert c.num_imputed_pairs == r.imputed_pairs
     d = r.to_dict()
     assert d["impossible_edges"] == r.impossible_edges and isinstance(d["notes"], list)
@@ -54,6 +64,32 @@ def test_paper_impossible_edges_strict_physics(paper):
     dropped = " ".join(n for n in r.notes if n.startswith("dropped"))
     for pair in ("Berlin-Tokyo", "Beijing-California", "California-Quanzhou"):
         assert pair in dropped
+
+
+# sha256 of the files as the paper's Hulk_data.zip holds them: the package ships them unchanged.
+PAPER_FILE_SHA256 = {
+    "node_feature.csv": "7a88967710ac72d1f5fe2ac247af4cde48d95ebc46fc89439ff179bcc2509ac0",
+    "edge.txt": "1f679dccb97bec13e062fd7ce042f2a5c22e8e85cc85feed5f47baf56e596909",
+}
+
+
+def test_shipped_paper_data_is_the_release_unchanged(hulk_data):
+    assert hulk_data == paper_data_dir() and hulk_data.name == PAPER_CLUSTER
+    for name, digest in PAPER_FILE_SHA256.items():
+        assert hashlib.sha256((hulk_data / name).read_bytes()).hexdigest() == digest, name
+    assert (hulk_data / "SOURCE.md").read_text().startswith("# The Hulk paper's public cluster data")
+
+
+def test_builtin_hulk_paper_is_the_shipped_directory(paper):
+    c, r = paper
+    built, report = load_cluster("hulk-paper")
+    assert built.name == "hulk-paper" and "hulk-paper" in builtin.cluster_names()
+    assert built.machines == c.machines and report == r
+    np.testing.assert_array_equal(built.latency_s, c.latency_s)
+    np.testing.assert_array_equal(built.imputed, c.imputed)
+    assert builtin.get_cluster("HULK-PAPER ").machines == c.machines
+    _, tolerant = load_cluster("hulk-paper", min_rtt_fraction=0.1)
+    assert tolerant.impossible_edges == 1  # the option reaches the built-in's loader
 
 
 def test_paper_impossible_edges_tolerant(hulk_data):
@@ -150,14 +186,14 @@ def test_gpu_inference_on_all_47_rows(hulk_data, paper):
 def test_builtin_paper_gpu_mix_is_the_loaders_inference(paper):
     c, _ = paper
     counts = Counter((mc.gpu, mc.num_gpus) for mc in c.machines)
-    assert counts == {(g, n): w for g, n, w in catalog.PAPER_GPU_MIX}
+    assert counts == {(g, n): w for g, n, w in builtin.PAPER_GPU_MIX}
 
 
 # ---- YAML / JSON ------------------------------------------------------------------------------
 
 
 def _docstring_example() -> str:
-    doc = cluster.__doc__
+    doc = files.__doc__
     block = doc.split("in this format::", 1)[1].split("\n\n", 2)[1]
     return block
 
@@ -245,9 +281,9 @@ BAD_CLUSTERS = {
     "cluster_unknown_gpu.yaml": (["gpu", "unknown GPU 'A200'"], 2),
     "cluster_empty.yaml": (["no machines"], None),
     "cluster_non_numeric.json": (["num_gpus", "expected an integer"], 4),
-    "cluster_negative_link.yaml": (["latency_ms", "at least 0"], 5),
-    "cluster_syntax_error.yaml": (["invalid YAML"], 4),
-    "cluster_syntax_error.json": (["invalid JSON"], 1),
+    "cluster_negative_link.yaml": (["latency_ms", ">= 0"], 5),
+    "cluster_syntax_error.yaml": (["not valid YAML"], 4),
+    "cluster_syntax_error.json": (["not valid JSON"], 1),
     "cluster_nan_memory.yaml": (["memory_gb", "finite"], 2),
     "cluster_unknown_link_end.yaml": (["unknown machine or region 'nowhere'"], 5),
     "cluster_duplicate_names.yaml": (["duplicate machine name 'gpu-box'"], 3),

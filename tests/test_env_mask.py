@@ -81,3 +81,25 @@ def test_single_placement_fast_path_of_the_cost_model_is_bit_identical():
         together = cost.first_micro_batch_s(inst.cluster, inst.workload, batch)
         alone = np.concatenate([cost.first_micro_batch_s(inst.cluster, inst.workload, p[None]) for p in batch])
         np.testing.assert_array_equal(alone, together)
+
+
+def test_env_memory_bookkeeping_matches_the_cost_model_at_every_step():
+    """The env's incremental ``used_bytes`` (what the mask reads) and the cost model's memory of
+    the partial placement (:func:`cost.placed_memory_bytes`) are two implementations of one rule."""
+    env = PlacementEnv(generator=ToyGenerator(data_parallel=(2,)))
+    rng = np.random.default_rng(3)
+    steps = 0
+    for episode in range(20):
+        obs, _ = env.reset(seed=episode)
+        inst = env.instance
+        done = False
+        while not done:
+            s = env.state
+            expected = cost.placed_memory_bytes(inst.cluster, inst.workload, s.placement)
+            np.testing.assert_allclose(s.used_bytes, expected, rtol=1e-12, atol=1.0)
+            obs, _, terminated, truncated, _ = env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+            done, steps = terminated or truncated, steps + 1
+        if not env.state.dead_end:
+            complete = cost.memory_use_bytes(inst.cluster, inst.workload, env.placement[None])[0]
+            np.testing.assert_allclose(cost.placed_memory_bytes(inst.cluster, inst.workload, env.placement), complete)
+    assert steps > 100

@@ -123,11 +123,10 @@ def test_ablations_unknown_variant(tmp_path):
 
 def test_paper_reproduction_runs_a_small_policy_on_every_case(tmp_path, hulk_data):
     """A policy trained on toy instances (4 machines) places the 47-machine cases: widened padding."""
-    from agents.config import load_config as load_run_config
+    from agents.config import TrainSettings
     from agents.train import train
 
-    run_dir = train(load_run_config("smoke", [f"train.out={tmp_path}", "train.name=smoke", "train.total_timesteps=128",
-                                               "eval.eval_every=0"]))  # fmt: skip
+    run_dir = train(TrainSettings("smoke", ("eval.eval_every=0",), total_timesteps=128, out=tmp_path, name="smoke"))
     out = paper_reproduction.main(["--quick", "--hulk-data", str(hulk_data), "--out", str(tmp_path / "o"),
                                    "--methods", "naive,compute-greedy", "--policy", str(run_dir), "--no-figures"])  # fmt: skip
     policy_rows = [r for r in read_rows(out / "results.csv") if r["method"] == "policy:smoke"]

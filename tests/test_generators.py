@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from hulk_env import cost, geo
+from hulk_env import cost
 from hulk_env.baselines.naive import naive
 from hulk_env.errors import HulkInputError
 from hulk_env.generators import (
@@ -21,6 +21,7 @@ from hulk_env.generators import (
     is_feasible,
     make_generator,
 )
+from hulk_env.hardware import geo
 from hulk_env.instance import Instance
 from hulk_env.testing import placement_problems
 

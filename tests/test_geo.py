@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hulk_env import geo
 from hulk_env.errors import HulkInputError
+from hulk_env.hardware import geo
 from hulk_env.units import GBPS, MS
 
 

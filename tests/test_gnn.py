@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from agents.evaluate import Padding, build_policy_network, make_eval_env, single_thread
 from agents.gnn import layer_adjacency, placement_matrix, split_features
+from agents.inference import make_eval_env, single_thread
+from agents.saved_policy import build_policy_network
 from hulk_env.cluster import Cluster
+from hulk_env.feasibility import Padding
 from hulk_env.generators import RandomGeoGenerator, ToyGenerator
 from hulk_env.instance import Instance
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hulk_env.errors import HulkInputError
-from hulk_env.gpus import (
+from hulk_env.hardware.gpus import (
     DEFAULT_MFU,
     GPUS,
     MAX_GPUS_PER_MACHINE,

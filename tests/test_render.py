@@ -1,4 +1,4 @@
-"""Pictures: placement map, Gantt chart, leaderboard, learning curves (render.py and `hulk plot`)."""
+"""Pictures: placement map, Gantt chart, leaderboard, learning curves (hulk_env.render and `hulk plot`)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,19 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from agents.cli import EXIT_BAD_INPUT, app
-from hulk_env import render
+from hulk_cli.app import app
+from hulk_cli.output import EXIT_BAD_INPUT
+from hulk_env import cost, render
 from hulk_env.baselines import get_method
 from hulk_env.cluster import Cluster, Machine
 from hulk_env.errors import HulkInputError
-from hulk_env.evaluation import run_methods
+from hulk_env.evaluation import read_results_csv, run_methods
 from hulk_env.generators import fixed_instance
 from hulk_env.instance import Instance
 from hulk_env.simulate import simulate
 from hulk_env.units import GB, GBPS, MS, TFLOPS
 from hulk_env.workload import Workload
+from tests.tb_events import write_event_file
 
 runner = CliRunner()
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -92,30 +94,17 @@ def test_machine_stages_take_the_smallest_over_replicas():
     assert stages.tolist() == [0, 0, 1]
 
 
-def test_link_traffic_counts_activations_and_gradients_per_micro_batch():
+def test_placement_text_partial_and_complete():
     inst = chain_instance()
-    traffic = render.link_traffic_bytes(inst, np.array([[0, 0, 1, 2]]))
-    expected = np.zeros((3, 3))
-    expected[0, 1] = expected[1, 0] = 4 * 2e6  # edge 1->2, 4 micro-batches, both directions
-    expected[1, 2] = expected[2, 1] = 4 * 3e6  # edge 2->3
-    np.testing.assert_allclose(traffic, expected)
-
-
-def test_link_traffic_adds_ring_allreduce():
-    inst = chain_instance(data_parallel=2)
-    traffic = render.link_traffic_bytes(inst, np.array([[0, 0, 0, 0], [2, 2, 2, 2]]))
-    grad = float(np.sum(inst.workload.params) * inst.workload.grad_bytes_per_param)
-    # One ring of k=2 machines holding every layer: 2 (k-1)/k * G = G each way, no pipeline.
-    np.testing.assert_allclose(traffic[0, 2], grad)
-    np.testing.assert_allclose(traffic[2, 0], grad)
-    assert traffic.sum() == pytest.approx(2 * grad)
-
-
-def test_wan_share():
-    inst = chain_instance()
-    assert render.wan_share(inst, np.array([[0, 0, 1, 1]])) == 0.0  # a -> a
-    assert render.wan_share(inst, np.array([[0, 0, 2, 2]])) == 1.0  # a -> b
-    assert render.wan_share(inst, np.array([[0, 0, 0, 0]])) == 0.0  # nothing moves
+    partial = render.placement_text(inst, np.array([[2, 2, -1, -1]]))
+    lines = partial.splitlines()
+    assert len(lines) == 1 + 3  # header + every machine, idle ones too
+    assert lines[3].split()[:2] == ["b", "m2"] and lines[3].endswith("r0:0-1")
+    state_gb = (inst.workload.state_bytes_per_param * 1e8 + 1e6) * 2 / GB  # 2 layers, 1 stashed micro-batch
+    assert f"{state_gb:,.1f}/80.0" in lines[3] and "iteration" not in partial
+    complete = render.placement_text(inst, np.array([[0, 0, 1, 2]]))
+    t = cost.evaluate(inst.cluster, inst.workload, np.array([[0, 0, 1, 2]])).iteration_time_s
+    assert complete.splitlines()[-1].startswith(f"iteration {t:.4g} s = compute")
 
 
 # ---- figures ------------------------------------------------------------------------------
@@ -131,6 +120,18 @@ def test_placement_figure_without_coordinates(tmp_path):
     inst = chain_instance()
     path = render.save_figure(render.placement_figure(inst, np.array([[0, 1, 2, 2]])), tmp_path / "p.png")
     assert_sensible_png(path)
+
+
+def test_placement_figure_of_a_partial_placement(geo_case):
+    inst, placement = geo_case
+    partial = placement.copy()
+    partial[1:] = -1  # replica 0 placed, replica 1 not yet
+    fig = render.placement_figure(inst, partial)
+    assert f"{partial.size // 2}/{partial.size} slots placed" in fig.texts[0].get_text()
+    pixels = render.figure_to_rgb(fig)
+    assert pixels.dtype == np.uint8 and pixels.shape[2] == 3 and pixels.std() > 0
+    nothing = render.figure_to_rgb(render.placement_figure(inst, np.full_like(placement, -1)))
+    assert nothing.shape == pixels.shape
 
 
 def test_gantt_figure(tmp_path, geo_case):
@@ -158,7 +159,7 @@ def test_gantt_needs_recorded_tasks():
 def test_merged_bars_join_back_to_back_layers():
     inst = chain_instance()
     result = simulate(inst.cluster, inst.workload, np.array([[0, 0, 0, 0]]))
-    bars = render._merged_bars(result.tasks)
+    bars = render.merged_bars(result.tasks)
     # One machine, 4 micro-batches: one forward and one backward bar per micro-batch.
     assert sorted((b.kind, b.micro_batch) for b in bars) == sorted(
         [("forward", j) for j in range(4)] + [("backward", j) for j in range(4)]
@@ -184,60 +185,55 @@ def test_speedup_summary_geometric_mean_and_error():
     assert entry["high"] == pytest.approx(2.0 * math.exp(se))
 
 
+def test_leaderboard_figure_ranks_solved_first_and_shows_the_unsolved():
+    rows = [
+        {"instance": "a", "method": "fast-but-fails", "speedup_vs_naive": 5.0},
+        {"instance": "b", "method": "fast-but-fails", "speedup_vs_naive": float("nan")},
+        {"instance": "a", "method": "steady", "speedup_vs_naive": 1.5},
+        {"instance": "b", "method": "steady", "speedup_vs_naive": 1.2},
+        {"instance": "a", "method": "never", "speedup_vs_naive": float("nan")},
+        {"instance": "b", "method": "never", "speedup_vs_naive": float("nan")},
+    ]
+    summary = render.speedup_summary(rows)
+    assert [(e["method"], e["n"], e["instances"]) for e in summary] == [
+        ("steady", 2, 2), ("fast-but-fails", 1, 2), ("never", 0, 2),
+    ]  # fmt: skip
+    fig = render.leaderboard_figure(rows)
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["steady", "fast-but-fails\n1/2 solved", "never\n0/2 solved"]
+    render.pyplot().close(fig)
+    with pytest.raises(HulkInputError, match="no finite speed-ups"):
+        render.leaderboard_figure([r for r in rows if r["method"] == "never"])
+
+
 def test_read_results_csv_errors(tmp_path):
     missing = tmp_path / "missing.csv"
     missing.write_text("instance,method\nx,naive\n")
     with pytest.raises(HulkInputError, match="speedup_vs_naive"):
-        render.read_results_csv(missing)
+        read_results_csv(missing)
     bad = tmp_path / "bad.csv"
     bad.write_text("instance,method,speedup_vs_naive\nx,naive,fast\n")
     with pytest.raises(HulkInputError) as err:
-        render.read_results_csv(bad)
+        read_results_csv(bad)
     assert err.value.row == 2 and "fast" in str(err.value)
     empty = tmp_path / "empty.csv"
     empty.write_text("instance,method,speedup_vs_naive\n")
     with pytest.raises(HulkInputError, match="no result rows"):
-        render.read_results_csv(empty)
+        read_results_csv(empty)
 
 
-def write_event_file(directory: Path, tag: str, points: list[tuple[int, float]]) -> Path:
-    """A TensorBoard event file with one scalar series (tensorboard's writer, no torch)."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-    writer = EventFileWriter(str(directory))
-    for step, value in points:
-        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
-        writer.add_event(event_pb2.Event(step=step, wall_time=0.0, summary=summary))
-    writer.close()
-    return directory
-
-
-def test_read_curves_from_tensorboard_and_csv(tmp_path):
-    run = tmp_path / "run"
-    write_event_file(run / "tb" / "ppo_1", "placement/speedup_vs_naive", [(100, 1.0), (200, 1.5)])
-    write_event_file(run / "tb" / "ppo_2", "placement/speedup_vs_naive", [(300, 2.0)])  # a resumed run
-    (run / "eval").mkdir()
-    (run / "eval" / "evaluations.csv").write_text("timesteps,mean_reward,mean_speedup\n100,0.1,1.1\n200,0.2,1.2\n")
-    curves = {c.tag: c for c in render.read_curves(run)}
-    tb = curves["placement/speedup_vs_naive"]
-    assert tb.steps.tolist() == [100, 200, 300] and tb.values.tolist() == [1.0, 1.5, 2.0]
-    assert curves["eval/mean_speedup"].values.tolist() == [1.1, 1.2]
-    path = render.save_figure(render.curves_figure({"a": list(curves.values())}), tmp_path / "c.png")
-    assert_sensible_png(path)
-
-
-def test_read_curves_errors(tmp_path):
-    with pytest.raises(HulkInputError, match="no such"):
-        render.read_curves(tmp_path / "nope")
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(HulkInputError, match="no learning curves"):
-        render.read_curves(tmp_path / "empty")
+def test_read_csv_curves(tmp_path):
     csv = tmp_path / "log.csv"
-    csv.write_text("step,loss\n1,0.5\n2,0.4\n")
-    (curve,) = render.read_curves(csv)
+    csv.write_text("step,loss,method\n1,0.5,a\n2,,b\n")
+    (curve,) = render.read_csv_curves(csv, prefix="train/")  # the text column is left out
+    assert curve.tag == "train/loss" and curve.steps.tolist() == [1.0, 2.0]
+    assert curve.values[0] == 0.5 and math.isnan(curve.values[1])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("step,loss\none,0.5\n")
+    with pytest.raises(HulkInputError, match="step column 'step' holds non-numbers"):
+        render.read_csv_curves(bad)
     with pytest.raises(HulkInputError, match="available: loss"):
-        render.curves_figure({"x": [curve]}, tags=["reward"])
+        render.curves_figure({"x": [render.Curve("loss", np.arange(2.0), np.ones(2))]}, tags=["reward"])
 
 
 def test_smooth():

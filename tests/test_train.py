@@ -15,17 +15,19 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from agents.cli import app
-from agents.config import apply_overrides, load_config
-from agents.evaluate import load_policy, load_policy_method
-from agents.train import CHECKPOINT, checkpoint_timesteps, read_run_config, train
+from agents.config import TrainSettings, apply_overrides
+from agents.methods import load_policy_method
+from agents.runs import read_run_config
+from agents.saved_policy import load_policy
+from agents.train import CHECKPOINT, checkpoint_timesteps, train
+from hulk_cli.app import app
 from hulk_env.errors import HulkInputError
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _smoke(out: Path, *overrides: str):
-    return load_config("smoke", [f"train.out={out}", "train.torch_threads=1", *overrides])
+    return TrainSettings("smoke", ("train.torch_threads=1", *overrides), out=out).resolve()
 
 
 @pytest.fixture(scope="module")
@@ -103,10 +105,9 @@ def test_corrupt_checkpoint_is_one_clear_error(tmp_path, run_dir):
 
 _TRAINER = """
 import sys
-from agents.config import load_config
+from agents.config import TrainSettings
 from agents.train import train
-cfg = load_config("smoke", sys.argv[2:])
-train(cfg) if sys.argv[1] == "new" else train(resume=sys.argv[1])
+train(TrainSettings("smoke", tuple(sys.argv[2:]))) if sys.argv[1] == "new" else train(resume=sys.argv[1])
 """
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hulk_env.errors import HulkInputError
-from hulk_env.workload import TransformerConfig, Workload, build_transformer
+from hulk_env.workload import TransformerConfig, Workload, build_transformer, load_workload
 
 
 def chain(n: int = 4, **changes) -> dict:
@@ -131,3 +131,15 @@ def _graph(w: Workload) -> nx.DiGraph:
     g.add_nodes_from(range(w.num_layers))
     g.add_edges_from(map(tuple, w.edges.tolist()))
     return g
+
+
+def test_training_settings_change_a_copy_and_reject_unknown_keywords():
+    w = Workload(**chain())
+    copy = w.with_training(data_parallel=3, schedule="gpipe", num_micro_batches=None)
+    assert (copy.data_parallel, copy.schedule, copy.num_micro_batches) == (3, "gpipe", 8)
+    assert (w.data_parallel, w.schedule) == (1, "1f1b")
+    with pytest.raises(TypeError, match="name"):
+        w.with_training(name="renamed")  # not a training setting: no silent rename
+    with pytest.raises(TypeError, match="data_paralel"):
+        load_workload("gpt3-125m", data_paralel=2)
+    assert load_workload("gpt3-125m", data_parallel=2, layers_per_block=None).data_parallel == 2

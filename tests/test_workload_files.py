@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hulk_env import catalog
 from hulk_env.errors import HulkInputError
-from hulk_env.workload import load_workload, load_workload_file
+from hulk_env.workload import catalog, load_workload, load_workload_file
 
 BAD = Path(__file__).resolve().parent / "data" / "bad"
 

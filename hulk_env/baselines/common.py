@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hulk_env.baselines.base import PlacementResult, capacity_reason
+from hulk_env.baselines.base import PlacementResult
 from hulk_env.cost import iteration_times
+from hulk_env.feasibility import capacity_reason
 from hulk_env.instance import Instance
 
 

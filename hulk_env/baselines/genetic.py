@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hulk_env.baselines.base import PlacementResult, capacity_reason
+from hulk_env.baselines.base import PlacementResult
 from hulk_env.baselines.common import Evaluator
 from hulk_env.baselines.genome import Genome, crossover, decode, encode, mutate
 from hulk_env.baselines.seeds import search_start
+from hulk_env.feasibility import capacity_reason
 from hulk_env.instance import Instance
 
 NAME = "genetic"

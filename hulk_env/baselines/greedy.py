@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from hulk_env.baselines.base import PlacementResult, layer_memory_bytes, stash_count
+from hulk_env.baselines.base import PlacementResult
 from hulk_env.baselines.chain_dp import with_naive_fallback
 from hulk_env.baselines.common import Evaluator, evaluate_candidates
-from hulk_env.baselines.naive import fill_in_order
+from hulk_env.feasibility import layer_memory_bytes, stash_count
 from hulk_env.instance import Instance
+from hulk_env.reference import fill_in_order
 
 NAME = "compute-greedy"
 

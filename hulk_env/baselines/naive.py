@@ -1,30 +1,11 @@
-"""The placement a user gets without any optimisation (the paper's "without Hulk" reference).
-
-Machines are taken in listed order. Each replica in turn takes the next ``k`` machines (wrapping
-around, sharing machines with earlier replicas if it must) and splits its layers evenly and
-contiguously over them, with the smallest ``k`` whose split fits in the memory left. When no even
-split fits (machines too small for an even share), the replica fills machines in listed order
-instead: each takes as many of the next layers as fit, machines that fit none are skipped.
-"""
+"""``naive``: the reference placement (:mod:`hulk_env.reference`) as a placement method."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from hulk_env.baselines.base import (
-    PlacementResult,
-    capacity_reason,
-    layer_memory_bytes,
-    stash_count,
-)
+from hulk_env.baselines.base import PlacementResult
+from hulk_env.feasibility import capacity_reason
 from hulk_env.instance import Instance
-
-
-def even_split(num_layers: int, num_stages: int) -> np.ndarray:
-    """``[L]`` stage index of each layer when ``L`` layers are split evenly and contiguously."""
-    return np.concatenate(
-        [np.full(len(chunk), i) for i, chunk in enumerate(np.array_split(np.arange(num_layers), num_stages))]
-    ).astype(np.int64)
+from hulk_env.reference import naive_placement
 
 
 def naive(instance: Instance, seed: int = 0, budget: int | None = None) -> PlacementResult:
@@ -36,47 +17,7 @@ def naive(instance: Instance, seed: int = 0, budget: int | None = None) -> Place
         budget: unused.
     """
     del seed, budget
-    c, w = instance.cluster, instance.workload
-    m, n_layers = c.num_machines, w.num_layers
-    free = c.memory_bytes.astype(np.float64).copy()
-    placement = np.zeros((w.data_parallel, n_layers), dtype=np.int64)
-    cursor = 0
-    for r in range(w.data_parallel):
-        for k in range(1, min(m, n_layers) + 1):
-            stages = even_split(n_layers, k)
-            machines = (cursor + np.arange(k)) % m
-            need = np.bincount(stages, layer_memory_bytes(instance, stash_count(instance, k)), k)
-            if np.all(need <= free[machines]):
-                free[machines] -= need
-                placement[r] = machines[stages]
-                cursor = (cursor + k) % m
-                break
-        else:
-            row = fill_in_order(instance, (cursor + np.arange(m)) % m, free)
-            if row is None:
-                return PlacementResult("naive", None, 0, capacity_reason(instance))
-            placement[r] = row
-            cursor = (int(row[-1]) + 1) % m
+    placement = naive_placement(instance)
+    if placement is None:
+        return PlacementResult("naive", None, 0, capacity_reason(instance))
     return PlacementResult("naive", placement, 0)
-
-
-def fill_in_order(instance: Instance, order: np.ndarray, free: np.ndarray) -> np.ndarray | None:
-    """``[L]`` machines when layers fill ``order`` first-fit and contiguously, or ``None``.
-
-    Uses the stash of the deepest possible pipeline, so the result fits whatever its depth;
-    ``free`` is reduced by what the replica takes (only on success).
-    """
-    n_layers = instance.num_layers
-    need = layer_memory_bytes(instance, stash_count(instance, min(len(order), n_layers)))
-    row = np.empty(n_layers, dtype=np.int64)
-    left = free.copy()
-    layer = 0
-    for mach in order:
-        while layer < n_layers and need[layer] <= left[mach]:
-            left[mach] -= need[layer]
-            row[layer] = mach
-            layer += 1
-        if layer == n_layers:
-            free[:] = left
-            return row
-    return None

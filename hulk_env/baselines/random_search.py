@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from hulk_env.baselines.base import (
-    PlacementResult,
-    capacity_reason,
-    layer_memory_bytes,
-    stash_count,
-)
+from hulk_env.baselines.base import PlacementResult
 from hulk_env.baselines.common import Evaluator
 from hulk_env.cost import memory_use_bytes
+from hulk_env.feasibility import capacity_reason, layer_memory_bytes, stash_count
 from hulk_env.instance import Instance
+from hulk_env.reference import fill_in_order
 
 DEFAULT_SAMPLES = 1000
 MAX_TRIES = 200  # draws tried per returned sample before giving up
@@ -96,8 +93,6 @@ def sample_feasible(
 
 
 def _listed_first_fit(instance: Instance) -> np.ndarray | None:
-    from hulk_env.baselines.naive import fill_in_order
-
     free = instance.cluster.memory_bytes.astype(np.float64).copy()
     order = np.arange(instance.num_machines)
     rows = [fill_in_order(instance, order, free) for _ in range(instance.data_parallel)]

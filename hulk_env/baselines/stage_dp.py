@@ -40,8 +40,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hulk_env.baselines.base import stash_count
 from hulk_env.cost import TRAIN_FLOPS_FACTOR, pipeline_time_s
+from hulk_env.feasibility import stash_count
 from hulk_env.instance import Instance
 from hulk_env.workload import Workload
 

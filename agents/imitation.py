@@ -1,0 +1,309 @@
+"""Warm start by imitation: demonstrations from strong baselines, behaviour cloning of the policy.
+
+Three steps, each a plain function:
+
+1. :func:`demonstrate` -- per instance, the fastest memory-feasible placement of a few fast,
+   strong baselines (:data:`DEMO_METHODS`: ``latency-chain-dp``, ``partition``,
+   ``compute-greedy``; optionally ``anneal`` polishing them with a small budget). Which one
+   wins depends on the instance: chain splits on wide clusters, the fastest machines when the
+   model fits on few, spectral clusters when cities are far apart.
+2. :func:`replay` -- the demonstration played through the placement env, slot by slot
+   (replica-major, as the env asks), recording what the policy would see: the observation
+   (with the one-step lookahead of :mod:`agents.shaping`), the action mask, the demonstrated
+   machine and the return-to-go under the training reward (the stay shaping, so the critic
+   starts from the values PPO will see). The env is built at the instance's own size: the
+   network is size-agnostic, so no padding. A demonstrated action the mask refuses ends the
+   replay there (the prefix is kept and :attr:`Episode.complete` is ``False``): with an exact
+   mask this never happens; with a conservative one it says how conservative.
+3. :func:`behaviour_cloning` -- cross-entropy of the demonstrated action under the mask,
+   computed through the policy's own SB3 seam ``evaluate_actions(obs, actions, action_masks)``
+   (the same masked distribution PPO optimises), plus ``vf_coef`` x the squared error of the
+   value against the return-to-go. One forward per episode (its slots are the batch, its
+   static tensors broadcast), gradients accumulated over episodes up to ``batch_steps`` slots
+   per Adam step. The ``imitation`` package is not used: it pins an old gymnasium and SB3.
+
+After it, masked PPO fine-tunes the same network (:mod:`agents.train`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from hulk_env import cost
+from hulk_env.baselines import get_method
+from hulk_env.instance import Instance
+
+DEMO_METHODS: tuple[str, ...] = ("latency-chain-dp", "partition", "compute-greedy")
+# Observation keys that do not change during an episode: stored once per episode.
+STATIC_KEYS = ("machine_mask", "links", "layer_mask", "edges", "edge_mask")
+
+
+# ------------------------------------------------------------------------- demonstrations
+@dataclass(frozen=True)
+class Demonstration:
+    """The placement a policy should learn to make on one instance.
+
+    Attributes:
+        instance: the instance.
+        placement: ``[D, L]`` machine per slot (memory-feasible).
+        method: the baseline that found it.
+        iteration_time_s: its iteration time (cost model).
+        cost_evals: cost-model evaluations all the baselines spent on this instance.
+        wall_s: their wall-clock seconds.
+    """
+
+    instance: Instance
+    placement: np.ndarray
+    method: str
+    iteration_time_s: float
+    cost_evals: int
+    wall_s: float
+
+
+def demonstrate(
+    instance: Instance,
+    methods: Sequence[str] = DEMO_METHODS,
+    seed: int = 0,
+    budget: int | None = None,
+    polish_budget: int = 0,
+) -> Demonstration | None:
+    """The fastest memory-feasible placement of ``methods`` on ``instance`` (``None`` if none).
+
+    Args:
+        instance: the instance.
+        methods: registered baselines (:data:`hulk_env.baselines.METHODS`).
+        seed: passed to every method.
+        budget: cost evaluations per method (``None``: each method's default).
+        polish_budget: when > 0, also run ``anneal`` with this budget (it starts from the
+            heuristics' placements) and keep it when faster.
+    """
+    start = time.perf_counter()
+    runs = [(name, budget) for name in methods]
+    if polish_budget > 0:
+        runs.append(("anneal", polish_budget))
+    best: tuple[float, str, np.ndarray] | None = None
+    evals = 0
+    for name, b in runs:
+        result = get_method(name)(instance, seed, b)
+        evals += result.cost_evals
+        if not result.feasible:
+            continue
+        breakdown = cost.evaluate(instance.cluster, instance.workload, result.placement)
+        t = float(breakdown.iteration_time_s)
+        if breakdown.memory_feasible and (best is None or t < best[0]):
+            best = (t, name, np.asarray(result.placement, dtype=np.int64))
+    if best is None:
+        return None
+    return Demonstration(instance, best[2], best[1], best[0], evals, time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------------- replay
+@dataclass
+class Episode:
+    """One demonstration replayed through the env (arrays at the instance's own size).
+
+    Attributes:
+        instance_id: the instance.
+        static: observation keys that do not change (:data:`STATIC_KEYS`), each ``[1, ...]``.
+        dynamic: the other observation keys, each ``[T, ...]`` (``T`` slots replayed).
+        actions: ``[T]`` the demonstrated machines.
+        masks: ``[T, M]`` bool, the env's action masks.
+        returns: ``[T]`` return-to-go of the training reward from each step.
+        complete: every slot was replayed (``False``: the mask refused a demonstrated machine).
+        method: the baseline that made the demonstration.
+    """
+
+    instance_id: str
+    static: dict[str, np.ndarray]
+    dynamic: dict[str, np.ndarray]
+    actions: np.ndarray
+    masks: np.ndarray
+    returns: np.ndarray
+    complete: bool
+    method: str = ""
+
+    @property
+    def steps(self) -> int:
+        return len(self.actions)
+
+    def tensors(self) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(obs, actions, masks, returns)`` as torch tensors, static keys broadcast to ``T``."""
+        t = self.steps
+        obs = {k: torch.from_numpy(v) for k, v in self.dynamic.items()}
+        for k, v in self.static.items():
+            obs[k] = torch.from_numpy(v).expand(t, *v.shape[1:])
+        return obs, torch.from_numpy(self.actions), torch.from_numpy(self.masks), torch.from_numpy(self.returns)
+
+
+def replay(demo: Demonstration, make_env: Callable[[Instance], Any]) -> Episode:
+    """Play ``demo`` through ``make_env(instance)`` (a Gymnasium env with ``action_masks``).
+
+    The env must place the instance given as ``reset(options={"instance": ...})`` slot by slot,
+    replica-major (:class:`hulk_env.env.PlacementEnv`, optionally wrapped).
+    """
+    inst = demo.instance
+    env = make_env(inst)
+    obs, _ = env.reset(options={"instance": inst})
+    flat = np.asarray(demo.placement, dtype=np.int64).reshape(-1)
+    steps: list[dict[str, np.ndarray]] = []
+    masks, actions, rewards = [], [], []
+    complete = True
+    for a in flat:
+        mask = np.asarray(env.action_masks(), dtype=bool)
+        if not mask[a]:
+            complete = False
+            break
+        steps.append(obs)
+        masks.append(mask)
+        actions.append(int(a))
+        obs, reward, terminated, truncated, info = env.step(int(a))
+        rewards.append(float(reward))
+        if terminated or truncated:
+            complete = complete and not info.get("dead_end", False) and len(actions) == len(flat)
+            break
+    first = steps[0] if steps else obs
+    static = {k: np.asarray(first[k], dtype=np.float32)[None] for k in STATIC_KEYS if k in first}
+    dynamic_keys = [k for k in first if k not in STATIC_KEYS and k != "action_mask"]
+    dynamic = {k: np.stack([np.asarray(s[k], dtype=np.float32) for s in steps]) for k in dynamic_keys} if steps else {}
+    returns = np.cumsum(np.asarray(rewards, dtype=np.float64)[::-1])[::-1].astype(np.float32)
+    return Episode(
+        instance_id=inst.instance_id,
+        static=static,
+        dynamic=dynamic,
+        actions=np.asarray(actions, dtype=np.int64),
+        masks=np.asarray(masks, dtype=bool).reshape(len(actions), -1),
+        returns=returns,
+        complete=complete,
+        method=demo.method,
+    )
+
+
+# --------------------------------------------------------------------- behaviour cloning
+@dataclass(frozen=True)
+class BCSettings:
+    """Behaviour-cloning hyper-parameters.
+
+    Attributes:
+        epochs: passes over the episodes.
+        learning_rate: Adam's step size (decayed by cosine to 10% over the epochs).
+        batch_steps: slots per Adam step (episodes are accumulated until at least this many).
+        vf_coef: weight of the value loss.
+        max_grad_norm: gradient clipping.
+        seed: seeds the episode order.
+        max_minutes: stop after this many minutes (0 = no limit).
+    """
+
+    epochs: int = 20
+    learning_rate: float = 1e-3
+    batch_steps: int = 512
+    vf_coef: float = 0.5
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    max_minutes: float = 0.0
+
+
+@dataclass(frozen=True)
+class BCEpoch:
+    """What one epoch of behaviour cloning measured (means over its slots)."""
+
+    epoch: int
+    loss: float
+    cross_entropy: float
+    value_loss: float
+    accuracy: float
+    wall_s: float
+
+
+@dataclass
+class BCResult:
+    """The curve of a behaviour-cloning run (the policy is trained in place)."""
+
+    epochs: list[BCEpoch] = field(default_factory=list)
+    stopped_early: bool = False
+
+
+def episode_losses(policy: Any, episode: Episode) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(cross-entropy [T], value squared error [T], correct [T])`` of one episode.
+
+    The cross-entropy is ``-log pi(a_demo | s, mask)`` from SB3's ``evaluate_actions``;
+    ``correct`` says whether the masked argmax is the demonstrated machine.
+    """
+    obs, actions, masks, returns = episode.tensors()
+    values, log_prob, _ = policy.evaluate_actions(obs, actions, action_masks=masks)
+    value_err = (values.reshape(-1) - returns) ** 2
+    with torch.no_grad():
+        logits = policy.action_logits(obs).masked_fill(~masks, -torch.inf)
+        correct = (logits.argmax(-1) == actions).float()
+    return -log_prob, value_err, correct
+
+
+def behaviour_cloning(
+    policy: Any,
+    episodes: Sequence[Episode],
+    settings: BCSettings = BCSettings(),
+    on_epoch: Callable[[BCEpoch], bool | None] | None = None,
+) -> BCResult:
+    """Train ``policy`` (a :class:`agents.policy.PlacementPolicy`) to imitate ``episodes``.
+
+    Args:
+        policy: trained in place (train mode during, eval mode after).
+        episodes: replayed demonstrations (:func:`replay`).
+        settings: hyper-parameters.
+        on_epoch: called after every epoch; returning ``True`` stops training (e.g. a
+            validation check that has stopped improving).
+    """
+    if not episodes:
+        raise ValueError("behaviour cloning needs at least one episode")
+    rng = np.random.default_rng(settings.seed)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=settings.learning_rate)
+    total_steps = max(1, settings.epochs * math.ceil(sum(e.steps for e in episodes) / settings.batch_steps))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda k: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(k, total_steps) / total_steps))
+    )
+    result = BCResult()
+    started = time.perf_counter()
+    for epoch in range(settings.epochs):
+        policy.set_training_mode(True)
+        sums = np.zeros(4)
+        pending = 0
+        optimizer.zero_grad()
+        for i in rng.permutation(len(episodes)):
+            ep = episodes[i]
+            if ep.steps == 0:
+                continue
+            ce, verr, correct = episode_losses(policy, ep)
+            loss = ce.sum() + settings.vf_coef * verr.sum()
+            (loss / settings.batch_steps).backward()
+            sums += (float(loss), float(ce.sum()), float(verr.sum()), float(correct.sum()))
+            pending += ep.steps
+            if pending >= settings.batch_steps:
+                _step(policy, optimizer, schedule, settings.max_grad_norm)
+                pending = 0
+        if pending:
+            _step(policy, optimizer, schedule, settings.max_grad_norm)
+        n = max(1, sum(e.steps for e in episodes))
+        record = BCEpoch(epoch + 1, *(sums / n), wall_s=time.perf_counter() - started)
+        result.epochs.append(record)
+        policy.set_training_mode(False)
+        if on_epoch is not None and on_epoch(record):
+            result.stopped_early = True
+            break
+        if settings.max_minutes > 0 and time.perf_counter() - started > 60 * settings.max_minutes:
+            result.stopped_early = True
+            break
+    policy.set_training_mode(False)
+    return result
+
+
+def _step(policy: Any, optimizer: Any, schedule: Any, max_grad_norm: float) -> None:
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad()

@@ -1,0 +1,204 @@
+"""Saved policies: the file format, saving, and loading (never executing code from the files).
+
+A policy is a directory with two files, written by :func:`save_policy`:
+
+* ``policy.json`` -- what to build: ``{"format": "hulk-policy/1", "env_id", "policy":
+  {extractor, hidden_dim, machine_rounds, layer_rounds, heads}, "padding": {max_machines,
+  max_layers, max_edges}, "num_timesteps", "weights": "weights.pt", "weights_sha256", ...}``;
+* ``weights.pt`` -- the policy network's ``state_dict`` (tensors only), saved with
+  ``torch.save`` and read back with ``torch.load(weights_only=True)``, which unpickles
+  tensors and plain containers only (no classes, no code). The SHA-256 in the JSON must match.
+
+The network is rebuilt from the JSON by :func:`agents.policy.policy_class_and_kwargs` and the
+observation space :func:`hulk_env.env.observation_space` of the recorded padding. SB3's own
+``model.save`` zip is not used: its ``data`` entry is cloudpickled and runs code on load.
+
+A training run directory holds ``policy/`` (the final weights) and ``best_policy/`` (the best
+deterministic evaluation during training); :func:`load_policy` takes ``best_policy/`` when it
+exists (``which="best"``), or the one asked for.
+
+A policy trained with padding ``(M, N, E)`` places any instance with at most ``M`` machines,
+``N`` (replica x layer) slots and ``E`` layer-graph edges (the network itself is size-agnostic;
+the padding fixes the tensor shapes); a larger instance is a :class:`HulkInputError` that says
+which limit it exceeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from agents.files import atomic_torch_save, safe_torch_load
+from agents.runs import BEST_POLICY_DIR, FINAL_POLICY_DIR
+from hulk_env.errors import HulkInputError
+from hulk_env.feasibility import Padding
+from hulk_env.files import atomic_write_text
+
+POLICY_FORMAT = "hulk-policy/1"
+POLICY_JSON = "policy.json"
+WEIGHTS_FILE = "weights.pt"
+
+
+# ------------------------------------------------------------------------------ save / load
+def save_policy(
+    policy: Any,
+    directory: Path,
+    *,
+    policy_config: dict[str, Any],
+    padding: Padding,
+    lookahead: bool,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``weights.pt`` then ``policy.json`` (both atomically) into ``directory``.
+
+    The JSON is written last, so a directory with a ``policy.json`` always has complete
+    weights (the checksum is verified on load).
+    """
+    from hulk_env.env import ENV_ID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
+    sha256 = atomic_torch_save(state, directory / WEIGHTS_FILE)
+    meta = {
+        "format": POLICY_FORMAT,
+        "env_id": ENV_ID,
+        "policy": dict(policy_config),
+        "padding": asdict(padding),
+        "observation": {"lookahead": bool(lookahead)},
+        "weights": WEIGHTS_FILE,
+        "weights_sha256": sha256,
+        **(extra or {}),
+    }
+    atomic_write_text(directory / POLICY_JSON, json.dumps(meta, indent=2) + "\n")
+    return directory
+
+
+def _policy_dir(path: Path, which: str) -> Path:
+    """The directory holding ``policy.json``: ``path`` itself or a run's ``best_policy``/``policy``."""
+    if (path / POLICY_JSON).is_file():
+        return path
+    if which not in ("best", "final"):
+        raise HulkInputError(f"which must be 'best' or 'final', got {which!r}", field="which")
+    order = (BEST_POLICY_DIR, FINAL_POLICY_DIR) if which == "best" else (FINAL_POLICY_DIR,)
+    for name in order:
+        if (path / name / POLICY_JSON).is_file():
+            return path / name
+    if not path.exists():
+        raise HulkInputError("no such run directory", source=str(path))
+    raise HulkInputError(
+        f"no saved policy here (expected {FINAL_POLICY_DIR}/{POLICY_JSON} or {BEST_POLICY_DIR}/{POLICY_JSON}); "
+        "give a run directory written by `hulk train`",
+        source=str(path),
+    )
+
+
+class LoadedPolicy(NamedTuple):
+    """A policy network rebuilt from its files.
+
+    Attributes:
+        policy: the SB3 policy module (eval mode, CPU).
+        padding: the observation padding it was trained with.
+        meta: the parsed ``policy.json``.
+        directory: where it was loaded from.
+    """
+
+    policy: Any
+    padding: Padding
+    meta: dict[str, Any]
+    directory: Path
+
+
+def _read_meta(directory: Path) -> dict[str, Any]:
+    path = directory / POLICY_JSON
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HulkInputError(f"cannot read the policy description: {exc}", source=str(path)) from None
+    if not isinstance(meta, dict) or meta.get("format") != POLICY_FORMAT:
+        raise HulkInputError(
+            f"not a {POLICY_FORMAT} policy description (format={meta.get('format') if isinstance(meta, dict) else None!r})",
+            source=str(path),
+        )
+    for key in ("policy", "padding", "weights", "weights_sha256"):
+        if key not in meta:
+            raise HulkInputError(f"missing key '{key}'", source=str(path), field=key)
+    return meta
+
+
+def policy_observation_space(padding: Padding, lookahead: bool) -> Any:
+    """The observation space a policy sees: the env's, plus ``lookahead`` when used."""
+    from gymnasium import spaces
+
+    from agents.shaping import LOOKAHEAD_KEY, lookahead_space
+    from hulk_env.env import observation_space
+
+    space = observation_space(padding.max_machines, padding.max_layers, padding.max_edges)
+    if lookahead:
+        parts = dict(space.spaces)
+        parts[LOOKAHEAD_KEY] = lookahead_space(padding.max_machines)
+        space = spaces.Dict(parts)
+    return space
+
+
+def build_policy_network(policy_config: dict[str, Any], padding: Padding, lookahead: bool) -> Any:
+    """A fresh (untrained) policy network for a policy config, padding and observation."""
+    from gymnasium import spaces
+
+    from agents.policy import policy_class_and_kwargs
+
+    cfg = dict(policy_config)
+    try:
+        cls, kwargs = policy_class_and_kwargs(
+            str(cfg["extractor"]), int(cfg["hidden_dim"]), int(cfg["machine_rounds"]), int(cfg["layer_rounds"]), int(cfg["heads"])
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HulkInputError(f"bad policy architecture {cfg!r}: {exc}", field="policy") from None
+    obs_space = policy_observation_space(padding, lookahead)
+    return cls(obs_space, spaces.Discrete(padding.max_machines), lambda _: 0.0, **kwargs)
+
+
+def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
+    """Rebuild a saved policy (weights only; see the module docstring).
+
+    Args:
+        path: a run directory (``policy/``, ``best_policy/`` inside) or a policy directory.
+        which: ``best`` (``best_policy/`` if present, else ``policy/``) or ``final``.
+
+    Raises:
+        HulkInputError: no policy there, a malformed description, a checksum mismatch or
+            weights that do not fit the described network.
+    """
+    directory = _policy_dir(Path(path), which)
+    meta = _read_meta(directory)
+    try:
+        padding = Padding(**{k: int(meta["padding"][k]) for k in ("max_machines", "max_layers", "max_edges")})
+    except (KeyError, TypeError, ValueError):
+        raise HulkInputError(f"bad padding {meta['padding']!r}", source=str(directory / POLICY_JSON), field="padding") from None
+    weights_path = directory / str(meta["weights"])
+    if weights_path.is_file():
+        digest = hashlib.sha256(weights_path.read_bytes()).hexdigest()
+        if digest != meta["weights_sha256"]:
+            raise HulkInputError(
+                "weights do not match the checksum in policy.json (corrupt or replaced file); retrain or restore it",
+                source=str(weights_path),
+            )
+    state = safe_torch_load(weights_path, "policy weights")
+    policy = build_policy_network(meta["policy"], padding, lookahead_of(meta))
+    try:
+        policy.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as exc:
+        raise HulkInputError(
+            f"weights do not fit the network described in policy.json: {str(exc).splitlines()[0]}",
+            source=str(weights_path),
+        ) from None
+    policy.set_training_mode(False)
+    return LoadedPolicy(policy, padding, meta, directory)
+
+
+def lookahead_of(meta: dict[str, Any]) -> bool:
+    """Whether a saved policy reads the ``lookahead`` observation."""
+    observation = meta.get("observation", {})
+    return bool(observation.get("lookahead", False)) if isinstance(observation, dict) else False

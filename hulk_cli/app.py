@@ -1,0 +1,30 @@
+"""The ``hulk`` command: show instances, place, evaluate, plot, benchmark and train.
+
+Every command turns bad input into one line on stderr and exit status 2, never a traceback
+(:mod:`hulk_cli.output`). Each command imports what it needs when it runs, so ``hulk show``
+stays fast and every command but ``train`` and ``bench train`` (and the policy methods) works
+without the agent stack (torch, SB3, PyG: ``pip install 'hulk-env[agent]'``).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from hulk_cli import bench, evaluate, place, plot, show, train
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+app.add_typer(show.app, name="show")
+app.command("place")(place.place)
+app.command("evaluate")(evaluate.evaluate)
+app.add_typer(plot.app, name="plot")
+app.add_typer(bench.app, name="bench")
+bench.app.command("train")(train.bench_train_command)
+app.command("train")(train.train_command)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,264 @@
+"""YAML and JSON cluster files: :func:`load_cluster_file`.
+
+A cluster file is one mapping in this format::
+
+    name: my-lab                 # optional; default: the file name
+    mfu: 0.4                     # optional model-FLOPs utilisation for machines given by GPU
+    machines:
+      - name: sj                 # optional; default <region>-<k>
+        region: California       # a city of hulk_env.hardware.geo.CITIES (any case; Hohhot, ...)
+        gpu: A100-80GB           # a GPU of hulk_env.hardware.gpus.GPUS (any case; "a100 80gb")
+        num_gpus: 8              # default 1
+        count: 2                 # optional: 2 identical machines, named sj-0 and sj-1
+      - name: lab
+        region: Lab-7            # not a known city: give lat and lon (degrees)
+        lat: 48.14
+        lon: 11.58
+        tflops: 150              # effective TFLOP/s of the whole machine, used as is (no MFU)
+        memory_gb: 96            # required with tflops; with gpu it overrides num_gpus x memory
+    links:                       # optional; each entry overrides the derived links of its pairs
+      - {a: sj, b: lab, latency_ms: 40, bandwidth_gbps: 0.8}
+
+Links are derived from the regions by default (:func:`hulk_env.hardware.geo.link_matrices`: LAN
+inside a region, the distance model across) and flagged ``imputed`` (estimated, not measured).
+A ``links`` entry names as ``a`` and ``b`` a machine, a counted entry (all its copies) or a
+region (all its machines); ``latency_ms`` is one-way; ``bandwidth_gbps`` is optional (default:
+the LAN value inside a region, else the WAN fit of the RTT ``2 x latency_ms``). Explicit pairs
+are not ``imputed``. JSON files hold the same object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from hulk_env.cluster.model import Cluster, Machine, machine_prefix
+from hulk_env.errors import HulkInputError
+from hulk_env.hardware import geo
+from hulk_env.hardware.gpus import DEFAULT_MFU, gpu_by_name
+from hulk_env.inputs import (
+    check_keys,
+    parse_number,
+    relocate,
+)
+from hulk_env.units import GB, TFLOPS, gbps_to_bytes_per_s, ms_to_s
+from hulk_env.validation.reading import MAPPING_SUFFIXES, read_mapping
+
+CLUSTER_FILE_SUFFIXES = MAPPING_SUFFIXES
+_TOP_KEYS = ("name", "description", "mfu", "machines", "links")
+_MACHINE_KEYS = ("name", "region", "lat", "lon", "gpu", "num_gpus", "count", "tflops", "memory_gb")
+_LINK_KEYS = ("a", "b", "latency_ms", "bandwidth_gbps")
+_LINE = "__line__"  # key under which the reader stores a mapping's 1-based line
+
+
+def _entry_row(
+    entry: object, kind: str, pos: int, needs: str, allowed: tuple[str, ...], src: str
+) -> int | str:
+    """Where one ``machines``/``links`` entry sits, once it is known to be a mapping of known keys."""
+    if not isinstance(entry, dict):
+        raise HulkInputError(
+            f"{kind} {pos} must be a mapping {needs}, got {entry!r}", source=src, field=f"{kind}s"
+        )
+    row = entry.get(_LINE, f"{kind} {pos}")
+    check_keys(entry, allowed, src, row, what=f"a {kind}", ignore=(_LINE,))
+    return row
+
+
+def _machines_from_entry(
+    entry: object, pos: int, src: str, mfu: float, auto_names: dict[str, int]
+) -> list[Machine]:
+    """The machine(s) one ``machines`` entry describes (``count`` copies)."""
+    row = _entry_row(entry, "machine", pos, "with region and gpu or tflops", _MACHINE_KEYS, src)
+    region_raw = entry.get("region")
+    if not isinstance(region_raw, str) or not region_raw.strip():
+        raise HulkInputError(
+            "missing region: give a city name (or any label plus lat and lon)",
+            source=src,
+            row=row,
+            field="region",
+        )
+    has_lat, has_lon = "lat" in entry, "lon" in entry
+    if has_lat != has_lon:
+        raise HulkInputError("give both lat and lon, or neither", source=src, row=row, field="lat")
+    city = geo.find_city(region_raw)
+    if has_lat:
+        lat = parse_number(entry["lat"], src, row, "lat", minimum=-90)
+        lon = parse_number(entry["lon"], src, row, "lon", minimum=-180)
+        if lat > 90 or lon > 180:
+            raise HulkInputError(
+                "lat must be in [-90, 90] and lon in [-180, 180]", source=src, row=row, field="lat"
+            )
+    elif city is None:
+        try:
+            geo.get_city(region_raw)
+        except HulkInputError as err:
+            raise relocate(err, src, row, "region") from None
+    else:
+        lat, lon = city.lat, city.lon
+    region = city.name if city is not None else region_raw.strip()
+
+    num_gpus = int(parse_number(entry.get("num_gpus", 1), src, row, "num_gpus", integer=True, minimum=1))
+    if "gpu" in entry:
+        try:
+            spec = gpu_by_name(str(entry["gpu"]))
+        except HulkInputError as err:
+            raise relocate(err, src, row, "gpu") from None
+        gpu_name = spec.name
+        flops = num_gpus * spec.effective_flops(mfu)
+        memory_bytes = num_gpus * spec.memory_bytes
+    elif "tflops" in entry and "memory_gb" in entry:
+        gpu_name, flops, memory_bytes = "custom", 0.0, 0.0
+    else:
+        raise HulkInputError(
+            "give gpu (+ num_gpus), or tflops and memory_gb", source=src, row=row, field="gpu"
+        )
+    if "tflops" in entry:
+        flops = parse_number(entry["tflops"], src, row, "tflops", positive=True) * TFLOPS
+    if "memory_gb" in entry:
+        memory_bytes = parse_number(entry["memory_gb"], src, row, "memory_gb", positive=True) * GB
+
+    count = int(parse_number(entry.get("count", 1), src, row, "count", integer=True, minimum=1))
+    base = entry.get("name")
+    if base is not None and (isinstance(base, (dict, list)) or not str(base).strip()):
+        raise HulkInputError(f"bad machine name {base!r}", source=src, row=row, field="name")
+    names = []
+    for k in range(count):
+        if base is None:
+            prefix = machine_prefix(region)
+            names.append(f"{prefix}-{auto_names.get(prefix, 0)}")
+            auto_names[prefix] = auto_names.get(prefix, 0) + 1
+        else:
+            names.append(str(base).strip() if count == 1 else f"{str(base).strip()}-{k}")
+    return [
+        Machine(name, region, gpu_name, num_gpus, flops, memory_bytes, lat, lon) for name in names
+    ]
+
+
+def _link_members(
+    value: object,
+    machines: Sequence[Machine],
+    groups: dict[str, list[int]],
+    src: str,
+    row: int | str,
+    key: str,
+) -> list[int]:
+    """Machine indices a link end names: a machine, a counted entry's name, or a region."""
+    text = str(value).strip() if isinstance(value, (str, int)) else ""
+    for i, mc in enumerate(machines):
+        if mc.name == text:
+            return [i]
+    if text in groups:
+        return groups[text]
+    city = geo.find_city(text) if text else None
+    region = city.name if city is not None else text
+    members = [i for i, mc in enumerate(machines) if mc.region == region]
+    if not members:
+        known = [mc.name for mc in machines][:8] + list(dict.fromkeys(mc.region for mc in machines))
+        raise HulkInputError(
+            f"unknown machine or region {value!r}; known: {', '.join(known)}",
+            source=src,
+            row=row,
+            field=key,
+        )
+    return members
+
+
+def _apply_links(
+    links: object,
+    machines: Sequence[Machine],
+    groups: dict[str, list[int]],
+    src: str,
+    latency_s: np.ndarray,
+    bandwidth_bps: np.ndarray,
+    imputed: np.ndarray,
+) -> None:
+    """Overwrite the derived link matrices (in place) with the file's explicit ``links``."""
+    if not isinstance(links, list):
+        raise HulkInputError(
+            "links must be a list of {a, b, latency_ms[, bandwidth_gbps]}",
+            source=src,
+            field="links",
+        )
+    for pos, link in enumerate(links, start=1):
+        row = _entry_row(link, "link", pos, "{a, b, latency_ms}", _LINK_KEYS, src)
+        for key in ("a", "b", "latency_ms"):
+            if key not in link:
+                raise HulkInputError(f"missing {key}", source=src, row=row, field=key)
+        ends_a = _link_members(link["a"], machines, groups, src, row, "a")
+        ends_b = _link_members(link["b"], machines, groups, src, row, "b")
+        latency_ms = parse_number(link["latency_ms"], src, row, "latency_ms", minimum=0)
+        bw_gbps = None
+        if link.get("bandwidth_gbps") is not None:
+            bw_gbps = parse_number(link["bandwidth_gbps"], src, row, "bandwidth_gbps", positive=True)
+        pairs = [(i, j) for i in ends_a for j in ends_b if i != j]
+        if not pairs:
+            raise HulkInputError(
+                "a link needs two different machines", source=src, row=row, field="b"
+            )
+        for i, j in pairs:
+            same = machines[i].region == machines[j].region
+            if bw_gbps is not None:
+                gbps = bw_gbps
+            else:
+                gbps = geo.LAN_BANDWIDTH_GBPS if same else geo.wan_bandwidth_gbps(2 * latency_ms)
+            latency_s[i, j] = latency_s[j, i] = ms_to_s(latency_ms)
+            bandwidth_bps[i, j] = bandwidth_bps[j, i] = gbps_to_bytes_per_s(gbps)
+            imputed[i, j] = imputed[j, i] = False
+
+
+def load_cluster_file(path: str | Path) -> Cluster:
+    """Load a YAML (``.yaml``/``.yml``) or JSON cluster file in the format of the module docstring.
+
+    Raises:
+        HulkInputError: missing file, syntax error, unknown key, city or GPU, non-numeric,
+            NaN or negative value, no machines; with the file, line and field at fault.
+    """
+    file = Path(path)
+    src = str(file)
+    data = read_mapping(file, line_key=_LINE, what="cluster file")
+    check_keys(data, _TOP_KEYS, src, None, what="the top level", ignore=(_LINE,))
+    mfu = parse_number(data.get("mfu", DEFAULT_MFU), src, None, "mfu", positive=True)
+    if mfu > 1:
+        raise HulkInputError(f"mfu is a fraction of peak, got {mfu:g}", source=src, field="mfu")
+    entries = data.get("machines")
+    if not isinstance(entries, list) or not entries:
+        raise HulkInputError(
+            "no machines: the file needs a non-empty 'machines' list", source=src, field="machines"
+        )
+    auto_names: dict[str, int] = {}
+    first_row: dict[str, object] = {}
+    machines: list[Machine] = []
+    groups: dict[str, list[int]] = {}  # name of a counted entry -> its copies, for links
+    for pos, entry in enumerate(entries, start=1):
+        copies = _machines_from_entry(entry, pos, src, mfu, auto_names)
+        if len(copies) > 1 and entry.get("name") is not None:
+            groups[str(entry["name"]).strip()] = list(
+                range(len(machines), len(machines) + len(copies))
+            )
+        for mc in copies:
+            row = entry.get(_LINE, f"machine {pos}")
+            if mc.name in first_row:
+                raise HulkInputError(
+                    f"duplicate machine name '{mc.name}' (first at row {first_row[mc.name]}); "
+                    "names must be unique",
+                    source=src,
+                    row=row,
+                    field="name",
+                )
+            first_row[mc.name] = row
+            machines.append(mc)
+    regions = [mc.region for mc in machines]
+    latency_s, bandwidth_bps = geo.link_matrices(
+        [mc.lat for mc in machines], [mc.lon for mc in machines], regions
+    )
+    imputed = ~np.eye(len(machines), dtype=bool)
+    if data.get("links") is not None:
+        _apply_links(data["links"], machines, groups, src, latency_s, bandwidth_bps, imputed)
+    name = str(data.get("name") or file.stem)
+    try:
+        return Cluster(tuple(machines), latency_s, bandwidth_bps, imputed, name=name)
+    except HulkInputError as err:
+        raise relocate(err, src) from None
+

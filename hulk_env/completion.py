@@ -1,0 +1,567 @@
+"""Witness completions: keep every partial placement completable within memory.
+
+The action mask of ``hulk/Placement-v1`` allows a machine for the next (replica, layer) slot only
+if the *whole* placement can still be completed within memory afterwards, not just the layer at
+hand. The proof is constructive: a :class:`Witness` holds one complete, memory-feasible placement
+``W [D, L]`` that agrees with every slot placed so far (the *witness completion*). An action is
+allowed when a cheap, deterministic repair of ``W`` puts the slot on that machine and stays
+feasible; the repaired ``W`` becomes the new witness when the action is taken. ``W``'s own
+machine for the slot needs no repair, so it is always allowed: an episode that starts from a
+feasible witness (the naive placement) can never reach a dead end.
+
+Memory follows the project's rule (:mod:`hulk_env.feasibility`, :func:`hulk_env.cost.memory_use_bytes`):
+slot ``(r, l)`` needs ``state_l + k_r stash_l`` on its machine, with ``k_r`` the stash count of
+replica ``r`` (:func:`hulk_env.feasibility.stash_count` of its pipeline depth, the number of
+distinct machines it uses). A change of ``W`` that adds or removes a machine of the current
+replica changes ``k_r`` and so every one of its machines' memory; the repairs account for that.
+
+Repairs of ``W`` for slot ``t = (r, l)`` going to machine ``a`` (``w = W[r, l]``), tried in
+this order (the first that fits is the one applied):
+
+* **stay** ``a = w``: nothing changes (always feasible: the witness's own move);
+* **swap**: ``W[r, l] = a``. The depth of replica ``r`` grows by one when ``a`` holds none of
+  its layers and shrinks by one when ``l`` was ``w``'s only layer of it; with the new stash
+  count every machine must still fit;
+* **exchange** (``a`` holds a later layer ``f`` of the same replica, the last one): ``W[r, l] = a``
+  and ``W[r, f] = w``. The replica keeps its machines (no stash change) and only ``a`` and
+  ``w`` change, by ``need_l - need_f``: on a model of equal blocks this always fits, so the
+  agent may take the witness's machines in any order;
+* **relabel**: ``a`` and ``w`` trade everything ``W`` still has to place (all replicas, from
+  slot ``t`` on); ``a`` keeps what is placed on it. Allowed when both fit and the open
+  replica gains no machine (other replicas' depths are unchanged by a relabelling). This is
+  what lets a replica take machines the witness kept for a later one.
+
+Each test is a handful of numpy operations on ``[M]`` vectors for all machines at once (no
+``[M, M]`` work); the relabel test runs only when some machine is still masked, and a relabel
+or a new replica rebuilds the bookkeeping from the cost model's rule (``O(D L + M)``).
+
+Sound by construction (every allowed action comes with a feasible completion), exact for the
+slot itself, but conservative: completions that need a larger re-plan of ``W`` are not
+searched for. :func:`mask_conservativeness` measures how much by exhaustive enumeration. On the
+20 instances of ``tiny-v0`` (toy clusters whose memory binds often), over every state the mask
+lets an episode reach (2,604), it hides 84 of the 6,575 truly completable actions (1.3%; per
+instance: mean 1.5%, worst 9.5%, 10 instances with none hidden), and allows no action without a
+completion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from hulk_env import cost
+from hulk_env.errors import HulkInputError
+from hulk_env.feasibility import layer_memory_bytes, stash_count
+from hulk_env.instance import Instance
+
+# The witness keeps every machine within (1 - MEMORY_RTOL) of its memory, so that rounding in
+# another summation order (cost.memory_use_bytes) cannot turn an allowed placement into an
+# infeasible one; 1e-9 of 80 GB is 80 bytes.
+MEMORY_RTOL = 1e-9
+STAY, SWAP, EXCHANGE, RELABEL = 0, 1, 2, 3  # how an allowed action repairs the witness
+
+
+@dataclass(frozen=True, eq=False)
+class CompletionStatic:
+    """What the witness needs of an instance (computed once per instance).
+
+    Attributes:
+        instance: the instance.
+        num_machines, num_layers, data_parallel: ``M, L, D``.
+        gpipe: the schedule is GPipe (stash count fixed, depth does not matter).
+        capacity_bytes: ``[M]`` memory the witness may fill, ``(1 - MEMORY_RTOL) x memory``.
+        state_bytes: ``[L]`` model-state bytes per layer (``layer_memory_bytes(w, 0)``).
+        stash_bytes: ``[L]`` stash bytes per layer and micro-batch.
+        stash_by_depth: stash count for a replica of depth ``0..M`` (``stash_count``).
+    """
+
+    instance: Instance
+    num_machines: int
+    num_layers: int
+    data_parallel: int
+    gpipe: bool
+    capacity_bytes: np.ndarray
+    state_bytes: np.ndarray
+    stash_bytes: np.ndarray
+    stash_by_depth: tuple[int, ...]
+    _prefix_workloads: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, instance: Instance) -> CompletionStatic:
+        w = instance.workload
+        state = layer_memory_bytes(instance, 0)
+        return cls(
+            instance=instance,
+            num_machines=instance.num_machines,
+            num_layers=instance.num_layers,
+            data_parallel=instance.data_parallel,
+            gpipe=w.schedule == "gpipe",
+            capacity_bytes=instance.cluster.memory_bytes * (1.0 - MEMORY_RTOL),
+            state_bytes=state,
+            stash_bytes=layer_memory_bytes(instance, 1) - state,
+            stash_by_depth=tuple(stash_count(instance, d) for d in range(instance.num_machines + 2)),
+        )
+
+    def slack_bytes(self, placement: np.ndarray) -> np.ndarray:
+        """``[M]`` capacity left by a full placement ``[D, L]`` (the cost model's memory rule)."""
+        inst = self.instance
+        used = cost.memory_use_bytes(inst.cluster, inst.workload, placement[None])[0]
+        return self.capacity_bytes - used
+
+    def replicas_bytes(self, placement: np.ndarray, replicas: int) -> np.ndarray:
+        """``[M]`` memory the first ``replicas`` rows of ``placement`` use (the cost model's rule:
+        each replica's stash depends on its own row only)."""
+        if replicas == 0:
+            return np.zeros(self.num_machines)
+        inst = self.instance
+        workload = self._prefix_workloads.get(replicas)
+        if workload is None:
+            workload = self._prefix_workloads[replicas] = inst.workload.with_training(data_parallel=replicas)
+        return cost.memory_use_bytes(inst.cluster, workload, placement[None, :replicas])[0]
+
+
+class Witness:
+    """A memory-feasible completion of the placement so far, kept through an episode.
+
+    Slots are placed replica-major, topological within a replica (slot ``t`` is replica
+    ``t // L``, layer ``t % L``), as in :class:`hulk_env.env.PlacementEnv`. Call
+    :meth:`allowed` for the current slot, then :meth:`commit` with an allowed machine.
+
+    Args:
+        static: the instance's :class:`CompletionStatic`.
+        placement: ``[D, L]`` a complete placement that fits within ``capacity_bytes`` (the
+            start of the episode: nothing is placed yet).
+
+    Raises:
+        HulkInputError: ``placement`` does not fit.
+
+    Attributes:
+        placement: ``[D, L]`` the witness ``W`` (slots before the cursor are the placed ones).
+        slack: ``[M]`` capacity ``W`` leaves free on every machine.
+        t: the current slot.
+        count: ``[M]`` layers of the open replica on every machine in ``W``.
+        depth: machines of the open replica in ``W``; ``k`` its stash count.
+        partner: ``[M]`` each machine's last layer of the open replica after the current one
+            (its exchange partner), ``-1`` if none; ``partner_need`` its bytes at ``k``.
+        touched: machines whose ``slack`` the last :meth:`commit` changed, when ``epoch`` did
+            not change; ``epoch`` counts changes of the whole vector (for observers that keep a
+            copy of ``slack`` up to date cheaply).
+    """
+
+    # copied as they are by clone(); every other attribute is an array or a list (copied)
+    _SCALARS = frozenset({"static", "_state", "_stash", "_num_layers", "_gpipe", "_stash_by_depth", "t", "_step",
+                          "depth", "k", "_max_partner_state", "_max_partner_stash", "_headroom_lb", "epoch", "touched", "_all_allowed"})
+
+    def __init__(self, static: CompletionStatic, placement: np.ndarray) -> None:
+        self.static = static
+        self.placement = np.array(placement, dtype=np.int64, copy=True)
+        if self.placement.shape != (static.data_parallel, static.num_layers):
+            raise ValueError(
+                f"witness shape {self.placement.shape} != (D, L) = {(static.data_parallel, static.num_layers)}"
+            )
+        self._state = static.state_bytes.tolist()
+        self._stash = static.stash_bytes.tolist()
+        self._buf = np.empty(static.num_machines)
+        self._thr = np.empty(static.num_machines)
+        self._num_layers, self._gpipe, self._stash_by_depth = static.num_layers, static.gpipe, static.stash_by_depth
+        self.t = 0
+        self.epoch = 0
+        self.touched: tuple[int, ...] = ()
+        self._rebuild()
+        if float(self.slack.min()) < 0:
+            m = int(np.argmin(self.slack))
+            raise HulkInputError(
+                f"the starting witness does not fit: machine {m} is "
+                f"{-float(self.slack[m]):,.0f} bytes over its memory (less a {MEMORY_RTOL:g} margin)",
+                source=static.instance.instance_id,
+            )
+
+    def clone(self) -> Witness:
+        """An independent copy (arrays and lists copied): cheaper than a new witness."""
+        out = object.__new__(Witness)
+        scalars = self._SCALARS
+        out.__dict__.update({k: (v if k in scalars else v.copy()) for k, v in self.__dict__.items()})
+        return out
+
+    # ---- bookkeeping ---------------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        """Everything derived from ``W`` and the cursor, from scratch (the cost model's rule)."""
+        s = self.static
+        m, n_layers = s.num_machines, s.num_layers
+        r, layer = divmod(self.t, n_layers)
+        self.slack = s.slack_bytes(self.placement)
+        self.epoch += 1
+        self._step: tuple = (-1,)
+        self._dirty: list[int] = []  # machines whose own inputs changed since the last mask
+        self._all_allowed: tuple | None = None  # thresholds under which every machine passed
+        if r == s.data_parallel:
+            return
+        self._placed_before = s.replicas_bytes(self.placement, r)
+        row = self.placement[r]
+        self._row = row.tolist()
+        # the open replica's placed layers per machine: state and stash bytes (lists: scalar use)
+        self._open_state = np.bincount(row[:layer], weights=s.state_bytes[:layer], minlength=m).tolist()
+        self._open_stash = np.bincount(row[:layer], weights=s.stash_bytes[:layer], minlength=m).tolist()
+        count = np.bincount(row, minlength=m)
+        self.count = count.tolist()
+        self.outside = count == 0  # machines holding no layer of the open replica in W
+        self.replica_stash = np.bincount(row, weights=s.stash_bytes, minlength=m)
+        self.depth = int(np.count_nonzero(count))
+        self.k = s.stash_by_depth[self.depth]
+        self._headroom_lb = -np.inf  # lower bound of min(slack - replica_stash), -inf: unknown
+        # Exchange partner of each machine: its last layer of the replica after the current one.
+        last = np.full(m, -1, dtype=np.int64)
+        np.maximum.at(last, row[layer + 1 :], np.arange(layer + 1, n_layers))
+        self.partner = last.tolist()
+        has = last >= 0
+        safe = np.where(has, last, 0)
+        self.partner_state = np.where(has, s.state_bytes[safe], 0.0).tolist()
+        self.partner_stash = np.where(has, s.stash_bytes[safe], 0.0)
+        self._bound_partners()
+        self._refresh_partner_need()
+
+    def _bound_partners(self) -> None:
+        """Upper bounds of the partners' state and stash bytes (the exchange-credit test)."""
+        self._max_partner_state = max(self.partner_state)
+        self._max_partner_stash = float(self.partner_stash.max())
+
+    def _refresh_partner_need(self) -> None:
+        self.partner_need = np.multiply(self.partner_stash, self.k)
+        self.partner_need += np.asarray(self.partner_state)
+
+    def _set_partner(self, mach: int, layer: int) -> None:
+        self._dirty.append(mach)
+        state, stash = (self._state[layer], self._stash[layer]) if layer >= 0 else (0.0, 0.0)
+        self.partner[mach] = layer
+        self.partner_state[mach] = state
+        self.partner_stash[mach] = stash
+        self.partner_need[mach] = state + self.k * stash
+        self._max_partner_state = max(self._max_partner_state, state)
+        self._max_partner_stash = max(self._max_partner_stash, stash)
+
+    # ---- the mask ------------------------------------------------------------------------------
+    def allowed(self, out: np.ndarray | None = None) -> np.ndarray:
+        """``[M]`` bool: machines the current slot may go to (writes into ``out`` if given)."""
+        s = self.static
+        mask = np.empty(s.num_machines, dtype=bool) if out is None else out
+        layer = self.t % self._num_layers
+        w = self._row[layer]
+        state_l, stash_l = self._state[layer], self._stash[layer]
+        k = self.k
+        need_l = state_l + k * stash_l
+        slack_w = float(self.slack[w])
+        # slack + the partner's need is an exchange's room; exact for every machine at once only
+        # when w can take any partner back (need_f - need_l <= slack_w), else checked one by one.
+        credit = self._max_partner_state + k * self._max_partner_stash <= slack_w + need_l
+        if self._gpipe or self.count[w] > 1:
+            # swap: the replica keeps its depth unless the machine is new to it (one more stage)
+            grow = 0 if self._gpipe else self._stash_by_depth[self.depth + 1] - k
+            grow_ok = grow == 0 or self._grow_fits(w, state_l, stash_l, grow)
+            need_out = need_l + grow * stash_l
+            self._step = (self.t, w, need_l, k, need_l, need_out, grow_ok)
+            key = (need_l, need_out, grow_ok, k, self.epoch) if credit else None
+            dirty, self._dirty = self._dirty, []
+            if key is not None and key == self._all_allowed and all(self._passes(i, need_l, need_out, grow_ok) for i in dirty):
+                # Every machine passed with these thresholds and only `dirty` changed since.
+                mask.fill(True)
+                return mask
+            room = np.add(self.slack, self.partner_need, out=self._buf) if credit else self.slack
+            if grow_ok and need_out == need_l:
+                np.greater_equal(room, need_l, out=mask)
+            else:
+                thr = self._thr
+                thr.fill(need_l)
+                np.copyto(thr, need_out if grow_ok else _BIG, where=self.outside)
+                np.greater_equal(room, thr, out=mask)
+            if not credit:
+                mask |= self._exchange_mask(need_l, slack_w)
+            self._all_allowed = key if key is not None and np.count_nonzero(mask) == s.num_machines else None
+        else:
+            self._all_allowed = None
+            self._dirty = []
+            # swap with slot l w's only layer of the replica: onto a member the depth shrinks
+            k_in = self._stash_by_depth[self.depth - 1]
+            need_in = state_l + k_in * stash_l
+            self._step = (self.t, w, need_l, k_in, need_in, need_l, True)
+            thr = np.multiply(self.replica_stash, k_in - k, out=self._thr)
+            thr += need_in
+            np.copyto(thr, need_l, where=self.outside)
+            np.greater_equal(self.slack, thr, out=mask)
+            mask |= self._exchange_mask(need_l, slack_w)
+        mask[w] = True
+        if np.count_nonzero(mask) < s.num_machines:
+            mask |= self._relabel_mask(w, layer)
+        return mask
+
+    def _relabel_mask(self, w: int, layer: int) -> np.ndarray:
+        """Machines ``a`` whose future slots (all of ``W`` from the cursor on) may trade places
+        with ``w``'s: ``a`` then holds what it holds now plus ``w``'s future, and ``w`` the reverse."""
+        cap = self.static.capacity_bytes
+        placed = self._placed_before + np.asarray(self._open_state) + self.k * np.asarray(self._open_stash)
+        free = cap - placed  # room if nothing more were placed
+        future = free - self.slack
+        ok = (free >= float(future[w])) & (future <= float(free[w]))
+        if not self.static.gpipe and self._holds_placed(w, layer):
+            ok &= ~self.outside  # a new machine would deepen the open replica
+        return ok
+
+    def _passes(self, i: int, need_l: float, need_out: float, grow_ok: bool) -> bool:
+        """Machine ``i``'s own swap or exchange test (exchange credit granted)."""
+        slack_i = float(self.slack[i])
+        if self.count[i]:
+            need_f = float(self.partner_need[i])
+            return slack_i >= need_l or (need_f > 0 and slack_i + need_f >= need_l)
+        return grow_ok and slack_i >= need_out
+
+    def _holds_placed(self, w: int, layer: int) -> bool:
+        """Whether ``w`` holds a placed layer of the open replica."""
+        return w in self._row[:layer]
+
+    def _exchange_mask(self, need_l: float, slack_w: float) -> np.ndarray:
+        pn = self.partner_need
+        return (self.slack + pn >= need_l) & (pn > 0) & (pn <= slack_w + need_l)
+
+    def _grow_fits(self, w: int, state_l: float, stash_l: float, grow: int) -> bool:
+        """Whether every machine of the replica fits ``grow`` more micro-batches of its stash
+        when the current slot leaves ``w`` for a new machine."""
+        # 1F1B grows by one micro-batch per stage; a lower bound of min(slack - replica_stash)
+        # answers most calls without touching the vectors.
+        if grow == 1 and self._headroom_lb >= 0:
+            return True
+        room = np.multiply(self.replica_stash, -grow, out=self._thr)
+        room += self.slack
+        if grow == 1:
+            self._headroom_lb = float(room.min())
+        room[w] += state_l + (self.k + grow) * stash_l
+        return bool(room.min() >= 0)
+
+    def _lower_headroom(self, mach: int) -> None:
+        """``mach``'s slack or stash fell: keep ``_headroom_lb <= min(slack - replica_stash)``."""
+        h = float(self.slack[mach]) - float(self.replica_stash[mach])
+        if h < self._headroom_lb:
+            self._headroom_lb = h
+
+    # ---- taking an action ----------------------------------------------------------------------
+    def repair(self, a: int) -> int:
+        """How machine ``a`` repairs the witness (``STAY``, ``SWAP``, ``EXCHANGE``, ``RELABEL``),
+        or -1 when it is not allowed."""
+        if self._step[0] != self.t:
+            self.allowed()
+        _, w, need_l, k_in, need_in, need_out, grow_ok = self._step
+        if a == w:
+            return STAY
+        slack_a = float(self.slack[a])
+        if self.count[a]:
+            if slack_a + (self.k - k_in) * float(self.replica_stash[a]) >= need_in:
+                return SWAP
+        elif grow_ok and slack_a >= need_out:
+            return SWAP
+        need_f = float(self.partner_need[a])
+        if need_f > 0 and slack_a + need_f >= need_l and need_f <= float(self.slack[w]) + need_l:
+            return EXCHANGE
+        if self._relabel_mask(w, self.t % self._num_layers)[a]:
+            return RELABEL
+        return -1
+
+    def commit(self, a: int) -> None:
+        """Place the current slot on ``a`` (an allowed machine), repair ``W``, move on.
+
+        Raises:
+            ValueError: ``a`` is not allowed.
+        """
+        t = self.t
+        if self._step[0] != t:
+            self.allowed()
+        w = self._step[1]
+        kind = STAY if a == w else self.repair(a)
+        if kind < 0:
+            raise ValueError(f"machine {a} is not allowed for slot {t}")
+        if kind != STAY:
+            self.touched = (w, a)
+            self._dirty += self.touched
+        else:
+            self.touched = ()
+        r, layer = divmod(t, self._num_layers)
+        if kind == RELABEL:
+            future = self.placement.ravel()[t:]
+            on_w = future == w
+            future[future == a] = w
+            future[on_w] = a
+            self.t = t + 1
+            self._rebuild()
+            return
+        if kind == SWAP:
+            self._swap(r, layer, w, a)
+        elif kind == EXCHANGE:
+            self._exchange(r, layer, w, a)
+        self._open_state[a] += self._state[layer]
+        self._open_stash[a] += self._stash[layer]
+        self.t = t = t + 1
+        layer += 1
+        if layer == self._num_layers:
+            if t < self.placement.size:
+                self._rebuild()  # a new replica: fresh bookkeeping from the cost model's rule
+        elif self.partner[mach := self._row[layer]] == layer:
+            self._set_partner(mach, -1)  # the next slot is its machine's last layer: no partner
+
+    def _swap(self, r: int, layer: int, w: int, a: int) -> None:
+        count = self.count
+        joins, leaves = count[a] == 0, count[w] == 1
+        count[a] += 1
+        count[w] -= 1
+        outside = self.outside
+        if joins:
+            outside[a] = False
+        if leaves:
+            outside[w] = True
+        if joins != leaves:
+            self.depth = depth = self.depth + (1 if joins else -1)
+            k_old = self.k
+            self.k = k = self._stash_by_depth[depth]
+            if k != k_old:
+                # Every machine of the replica holds (k - k_old) more micro-batches of its stash.
+                grow = k - k_old
+                self.slack -= grow * self.replica_stash
+                self.epoch += 1
+                self.partner_need += grow * self.partner_stash
+                self._headroom_lb = -np.inf  # recomputed when next needed
+        stash_l = self._stash[layer]
+        need = self._state[layer] + self.k * stash_l  # slot l leaves w and joins a
+        slack, replica_stash = self.slack, self.replica_stash
+        slack[w] += need
+        slack[a] -= need
+        replica_stash[w] -= stash_l
+        replica_stash[a] += stash_l
+        self.placement[r, layer] = a
+        self._row[layer] = a
+        h = float(slack[a]) - float(replica_stash[a])
+        if h < self._headroom_lb:
+            self._headroom_lb = h
+
+    def _exchange(self, r: int, layer: int, w: int, a: int) -> None:
+        f = int(self.partner[a])
+        delta = (self._state[layer] - self._state[f]) + self.k * (self._stash[layer] - self._stash[f])
+        self.slack[a] -= delta
+        self.slack[w] += delta
+        d_stash = self._stash[layer] - self._stash[f]
+        self.replica_stash[a] += d_stash
+        self.replica_stash[w] -= d_stash
+        self.placement[r, layer] = a
+        self.placement[r, f] = w
+        self._row[layer], self._row[f] = a, w
+        self._lower_headroom(a)
+        self._lower_headroom(w)
+        # a's partner moves back to its previous later layer; w gains f as a later layer.
+        later = np.flatnonzero(self.placement[r, layer + 1 :] == a)
+        self._set_partner(a, layer + 1 + int(later[-1]) if len(later) else -1)
+        if f > self.partner[w]:
+            self._set_partner(w, f)
+        self._bound_partners()
+
+
+_BIG = 1e300  # "never": a threshold no slack reaches (inf would give 0 * inf = nan)
+
+
+# ---- measuring the mask ------------------------------------------------------------------------
+
+
+class Conservativeness(NamedTuple):
+    """How many truly completable actions the mask hides, over every state it can reach.
+
+    Attributes:
+        states: (history, slot) pairs visited by following every allowed action.
+        completable: actions over those states after which some feasible completion exists.
+        allowed: actions the mask allows (all completable: the mask is sound).
+        hidden: completable actions the mask hides.
+        unsound: allowed actions with no feasible completion (0 unless the mask is wrong).
+    """
+
+    states: int
+    completable: int
+    allowed: int
+    hidden: int
+    unsound: int
+
+    @property
+    def hidden_share(self) -> float:
+        """``hidden / completable`` (0 when nothing is completable)."""
+        return self.hidden / self.completable if self.completable else 0.0
+
+    def __add__(self, other: tuple) -> Conservativeness:  # type: ignore[override]
+        return Conservativeness(*(a + b for a, b in zip(self, other, strict=True)))
+
+
+def start_witness(instance: Instance) -> Witness:
+    """A :class:`Witness` started from the instance's naive placement (the env's reference).
+
+    Raises:
+        HulkInputError: the naive placement does not fit (within the memory margin).
+    """
+    from hulk_env.reference import naive_placement
+
+    placement = naive_placement(instance)
+    if placement is None:
+        from hulk_env.feasibility import capacity_reason
+
+        raise HulkInputError(capacity_reason(instance), source=instance.instance_id)
+    return Witness(CompletionStatic.of(instance), placement)
+
+
+def mask_conservativeness(instance: Instance, max_placements: int = 1 << 16) -> Conservativeness:
+    """Exhaustive measure of the witness mask on a small instance.
+
+    Enumerates all ``M^(D L)`` placements, marks the memory-feasible ones (cost model's rule,
+    with the witness's margin), and walks every path of allowed actions from the start (the
+    mask depends on the witness, so on the history): at each state it compares the allowed
+    machines with those after which some feasible placement extends the prefix.
+
+    Raises:
+        HulkInputError: more than ``max_placements`` placements.
+    """
+    from hulk_env.generators import enumerate_placements
+
+    m, d, n = instance.num_machines, instance.data_parallel, instance.num_layers
+    slots = d * n
+    total = m**slots
+    if total > max_placements:
+        raise HulkInputError(f"{m}^{slots} placements is above the limit {max_placements}", source=instance.instance_id)
+    every = enumerate_placements(np.arange(total), m, d, n)
+    static = CompletionStatic.of(instance)
+    used = cost.memory_use_bytes(instance.cluster, instance.workload, every)
+    feasible = np.all(used <= static.capacity_bytes, axis=1)
+    codes = np.flatnonzero(feasible)  # base-m numbers, slot 0 most significant
+    # completable prefixes of every length: a prefix of length p is code // m^(slots - p)
+    prefixes = [set((codes // m ** (slots - p)).tolist()) for p in range(slots + 1)]
+    root = start_witness(instance)
+    totals = [0, 0, 0, 0, 0]
+
+    def walk(witness: Witness, prefix: int) -> None:
+        t = witness.t
+        mask = witness.allowed()
+        ok = prefixes[t + 1]
+        for a in range(m):
+            completable = prefix * m + a in ok
+            totals[1] += completable
+            totals[2] += bool(mask[a])
+            totals[3] += completable and not mask[a]
+            totals[4] += bool(mask[a]) and not completable
+        totals[0] += 1
+        if t + 1 == slots:
+            return
+        for a in np.flatnonzero(mask):
+            child = witness.clone()
+            child.commit(int(a))
+            walk(child, prefix * m + int(a))
+
+    walk(root, 0)
+    return Conservativeness(*totals)
+
+
+def stays_feasible(witness: Witness) -> bool:
+    """Whether ``W`` fits by the cost model's rule (a check for tests, not the hot path)."""
+    s = witness.static
+    used = cost.memory_use_bytes(s.instance.cluster, s.instance.workload, witness.placement[None])[0]
+    return bool(np.all(used <= s.instance.cluster.memory_bytes)) and math.isfinite(float(used.sum()))

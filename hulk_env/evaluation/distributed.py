@@ -1,0 +1,539 @@
+"""Evaluation as independent tasks, in this process or on a Ray cluster, saved as they finish.
+
+Every (instance, method, seed) is one task: one call of the runner's per-run function
+(:func:`hulk_env.evaluation.runner.run_one`, the one :func:`run_methods` uses), so a serial run
+and a Ray run give the same rows apart from ``wall_s``. :func:`evaluate_tasks` runs the tasks
+of a plan and keeps the output directory current:
+
+* ``results.csv`` -- rewritten (write-then-rename, through the one CSV writer) after every
+  finished task, so it always holds every finished row and never half of one. While the run
+  goes on, ``gap_to_best`` is empty (it needs every method of the instance); the final write
+  (:func:`hulk_env.evaluation.write_results`, with ``results.json`` and ``summary.md``) fills it.
+* ``evaluate.json`` -- what the rows were made with (seed, per-method budget, instance
+  fingerprints) and why each failed row failed (the CSV has no reason column); ``resume``
+  checks a rerun against it.
+
+``resume=True`` skips the rows already in ``results.csv``: an interrupted run (Ctrl-C, a killed
+driver) loses at most the tasks in flight. On Ray a task whose worker process dies is run
+again (``max_retries``); only the driver writes rows, so each row is written once.
+
+Ray is optional (``pip install 'hulk-env[ray]'``) and imported only when a run uses it.
+``ray`` is ``"local"`` (start a Ray on this machine with ``workers`` CPUs, stopped afterwards),
+``"auto"`` (the cluster started with ``ray start`` on this machine) or a cluster address
+(``"ray://head:10001"``, ``"10.0.0.5:6379"``); a Ray already initialized in this process is
+used as it is. Every node needs hulk-env installed (the same version).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hulk_env.baselines import get_method
+from hulk_env.baselines.naive import naive
+from hulk_env.errors import HulkInputError
+from hulk_env.evaluation.report import write_results
+from hulk_env.evaluation.results import (
+    RESULT_COLUMNS,
+    ResultRow,
+    read_results_csv,
+    write_csv,
+)
+from hulk_env.evaluation.runner import MethodFn
+from hulk_env.evaluation.runner import _Progress as Progress  # noqa: F401 (made public in phase B)
+from hulk_env.evaluation.runner import _rows_for_instance as rows_for_instance
+from hulk_env.evaluation.runner import _run_one as run_one
+from hulk_env.evaluation.search_reference import instance_fingerprint
+from hulk_env.files import atomic_write_text
+from hulk_env.instance import Instance
+
+RAY_INSTALL = "pip install 'hulk-env[ray]'"
+RAY_MODES = ("local", "auto")
+MANIFEST = "evaluate.json"
+MANIFEST_FORMAT = 1
+MAX_RETRIES = 3  # Ray re-runs a task whose worker died this many times
+_COMPARED = tuple(c for c in RESULT_COLUMNS if c != "wall_s")  # what "the same rows" means
+
+
+@dataclass(frozen=True)
+class Task:
+    """One placement run: ``method`` on instance ``instance_id`` with ``seed``."""
+
+    instance_id: str
+    method: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A finished task: :func:`run_one`'s outcome and the instance's naive reference.
+
+    Attributes:
+        task: what ran.
+        iteration_time_s: the placement's iteration time (``nan`` when infeasible).
+        reference_time_s: the naive placement's iteration time (``nan`` when infeasible).
+        cost_evals: cost-model evaluations the method reported.
+        wall_s: the method's wall seconds (on the worker that ran it).
+        reason: why there is no feasible placement ("" when there is one).
+    """
+
+    task: Task
+    iteration_time_s: float
+    reference_time_s: float
+    cost_evals: int
+    wall_s: float
+    reason: str = ""
+
+    @property
+    def raw(self) -> tuple[float, int, float, str]:
+        """The runner's ``(iteration_time_s, cost_evals, wall_s, reason)``."""
+        return self.iteration_time_s, self.cost_evals, self.wall_s, self.reason
+
+
+@dataclass(frozen=True)
+class EvaluationRun:
+    """What :func:`evaluate_tasks` did.
+
+    Attributes:
+        rows: every row of the plan, instance-major, methods in the plan's order.
+        ran: tasks run now.
+        skipped: tasks whose rows were already in ``results.csv`` (``resume``).
+        paths: the files written (``csv``, ``json``, ``summary``, ``manifest``).
+        workers: tasks run at a time (1 serially).
+    """
+
+    rows: list[ResultRow]
+    ran: int
+    skipped: int
+    paths: dict[str, Path]
+    workers: int
+
+
+# ---- tasks --------------------------------------------------------------------------------------
+
+
+def plan_tasks(instances: Sequence[Instance], methods: Sequence[str], seed: int) -> list[Task]:
+    """Every (instance, method) with ``seed``, instance-major (the order of the rows)."""
+    return [Task(inst.instance_id, m, seed) for inst in instances for m in methods]
+
+
+def run_task(task: Task, fn: MethodFn, instance: Instance, budget: int | None) -> TaskResult:
+    """Run one task: the method, checked by the cost model, and the naive reference.
+
+    The reference makes the row's ``speedup_vs_naive`` known as soon as the task ends; the
+    naive placement is deterministic, so every task of an instance gets the same one.
+    """
+    t, evals, wall, reason = run_one(fn, instance, task.seed, budget)
+    reference = t if task.method == "naive" else run_one(naive, instance, task.seed, None)[0]
+    return TaskResult(task, t, reference, int(evals), wall, reason)
+
+
+def row_of(result: TaskResult, gap_to_best: float = math.nan) -> ResultRow:
+    """The result row of one finished task (``gap_to_best`` once the instance is complete)."""
+    t, ref = result.iteration_time_s, result.reference_time_s
+    feasible = not math.isnan(t)
+    return ResultRow(
+        instance=result.task.instance_id,
+        method=result.task.method,
+        iteration_time_s=t,
+        speedup_vs_naive=ref / t if feasible and not math.isnan(ref) else math.nan,
+        gap_to_best=gap_to_best,
+        cost_evals=result.cost_evals,
+        wall_s=result.wall_s,
+        feasible=feasible,
+        reason=result.reason,
+    )
+
+
+def rows_equal(a: Sequence[Mapping[str, Any] | ResultRow], b: Sequence[Mapping[str, Any] | ResultRow]) -> bool:
+    """Whether two result tables have the same rows in the same order, apart from ``wall_s``.
+
+    Rows are :class:`ResultRow` or dicts as :func:`read_results_csv` returns them; numbers are
+    compared exactly (``nan`` equals ``nan``).
+    """
+    if len(a) != len(b):
+        return False
+    return all(_comparable(x) == _comparable(y) for x, y in zip(a, b, strict=True))
+
+
+def _comparable(row: Mapping[str, Any] | ResultRow) -> tuple:
+    get = row.get if isinstance(row, Mapping) else lambda k: getattr(row, k)
+    out = []
+    for c in _COMPARED:
+        v = get(c)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            v = None if math.isnan(v) else float(v)
+        out.append(v)
+    return tuple(out)
+
+
+# ---- the output directory -----------------------------------------------------------------------
+
+
+@dataclass
+class _Journal:
+    """The output directory of a run: ``results.csv`` and ``evaluate.json`` kept current."""
+
+    out: Path
+    manifest: dict
+    results: dict[tuple[str, str], TaskResult]
+
+    @property
+    def csv_path(self) -> Path:
+        return self.out / "results.csv"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.out / MANIFEST
+
+    def add(self, result: TaskResult) -> None:
+        """Save one finished task (its reason first: a row never lacks the reason it had)."""
+        key = (result.task.instance_id, result.task.method)
+        if result.reason:
+            self.manifest["reasons"][_reason_key(*key)] = result.reason
+            self.save_manifest()
+        self.results[key] = result
+        self.save_csv()
+
+    def save_csv(self) -> None:
+        rows = [_csv_dict(row_of(r)) for r in self.results.values()]
+        write_csv(self.csv_path, rows, RESULT_COLUMNS)
+
+    def save_manifest(self) -> None:
+        atomic_write_text(self.manifest_path, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
+
+
+def _csv_dict(row: ResultRow) -> dict:
+    return {c: getattr(row, c) for c in RESULT_COLUMNS}
+
+
+def _reason_key(instance_id: str, method: str) -> str:
+    return f"{instance_id} | {method}"
+
+
+def _new_manifest(instances: Sequence[Instance], names: Sequence[str], seed: int, budgets: Mapping[str, int | None]) -> dict:
+    return {
+        "format": MANIFEST_FORMAT,
+        "seed": seed,
+        "budgets": {n: budgets.get(n) for n in names},
+        "instances": {inst.instance_id: instance_fingerprint(inst) for inst in instances},
+        "reasons": {},
+    }
+
+
+def _open_journal(
+    out: Path,
+    instances: Sequence[Instance],
+    names: Sequence[str],
+    seed: int,
+    budgets: Mapping[str, int | None],
+    resume: bool,
+) -> _Journal:
+    """A fresh journal, or with ``resume`` the rows already in ``out`` (checked to belong)."""
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = _new_manifest(instances, names, seed, budgets)
+    journal = _Journal(out, manifest, {})
+    if resume and journal.csv_path.exists():
+        old = _read_manifest(journal.manifest_path)
+        _check_resumable(old, manifest, journal.manifest_path)
+        manifest["reasons"] = dict(old.get("reasons", {}))
+        journal.results = _saved_results(journal.csv_path, manifest, seed)
+    journal.save_manifest()
+    journal.save_csv()
+    return journal
+
+
+def _read_manifest(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise HulkInputError(
+            f"cannot resume: no {MANIFEST} beside results.csv (not written by `hulk evaluate`); "
+            "run without --resume or choose another --out",
+            source=str(path.parent),
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise HulkInputError(f"cannot resume: unreadable {MANIFEST}: {exc}", source=str(path)) from None
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+        raise HulkInputError(f"cannot resume: not a format-{MANIFEST_FORMAT} {MANIFEST}", source=str(path))
+    return data
+
+
+def _check_resumable(old: dict, new: dict, path: Path) -> None:
+    """The saved rows must have been made as this run would make them."""
+    if old.get("seed") != new["seed"]:
+        raise HulkInputError(
+            f"cannot resume: the saved rows were made with --seed {old.get('seed')}, this run has "
+            f"--seed {new['seed']}; use the same seed or another --out",
+            source=str(path),
+        )
+    for name, budget in old.get("budgets", {}).items():
+        if name in new["budgets"] and new["budgets"][name] != budget:
+            raise HulkInputError(
+                f"cannot resume: {name} was run with budget {budget}, this run gives it "
+                f"{new['budgets'][name]}; use the same --budget or another --out",
+                source=str(path),
+            )
+    for inst, fingerprint in old.get("instances", {}).items():
+        if inst in new["instances"] and new["instances"][inst] != fingerprint:
+            raise HulkInputError(
+                f"cannot resume: instance {inst} is not the one the saved rows were made on "
+                "(other workload or cluster settings); use the same options or another --out",
+                source=str(path),
+            )
+
+
+def _saved_results(csv_path: Path, manifest: dict, seed: int) -> dict[tuple[str, str], TaskResult]:
+    """The rows of an earlier run as task results (reasons from the manifest)."""
+    try:
+        rows = read_results_csv(csv_path)
+    except HulkInputError as err:
+        if err.message == "no result rows":
+            return {}
+        raise
+    budgets, instances = manifest["budgets"], manifest["instances"]
+    saved: dict[tuple[str, str], TaskResult] = {}
+    for n, row in enumerate(rows, start=2):
+        key = (row["instance"], row["method"])
+        if key[0] not in instances or key[1] not in budgets:
+            what = f"instance {key[0]}" if key[0] not in instances else f"method {key[1]}"
+            raise HulkInputError(
+                f"cannot resume: the saved rows include {what}, which this run does not have; "
+                "add it back (--methods, --limit) or choose another --out",
+                source=str(csv_path),
+                row=n,
+            )
+        t, speedup = row["iteration_time_s"], row["speedup_vs_naive"]
+        reference = t * speedup if not math.isnan(t) else math.nan  # only shown while running
+        saved[key] = TaskResult(
+            Task(key[0], key[1], seed),
+            t,
+            reference,
+            int(row["cost_evals"]),
+            row["wall_s"],
+            manifest["reasons"].get(_reason_key(*key), "" if not math.isnan(t) else "no feasible placement"),
+        )
+    return saved
+
+
+# ---- running ------------------------------------------------------------------------------------
+
+
+def evaluate_tasks(
+    instances: Sequence[Instance],
+    methods: Sequence[str],
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    budgets: Mapping[str, int | None] | None = None,
+    extra_methods: Mapping[str, MethodFn] | None = None,
+    ray: str | None = None,
+    workers: int | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    title: str = "Leaderboard",
+) -> EvaluationRun:
+    """Run every (instance, method) once, saving each row as it finishes; then the final files.
+
+    Args:
+        instances: e.g. ``load_suite("geo-v0")``.
+        methods: registered names or names in ``extra_methods`` (run after those named here).
+        out_dir: directory for ``results.csv``, ``results.json``, ``summary.md``, ``evaluate.json``.
+        seed: passed to every method.
+        budgets: per-method evaluation budget (methods not listed get their default).
+        extra_methods: more methods by name, ``callable(instance, seed, budget)``.
+        ray: ``None`` runs here, one task at a time; else ``"local"``, ``"auto"`` or an address.
+        workers: tasks at a time on Ray (default: the cluster's CPUs; with ``"local"`` the CPUs
+            of the Ray started here).
+        resume: skip the rows already saved in ``out_dir`` (made with the same seed, budgets and
+            instances, else :class:`HulkInputError`).
+        progress: a progress bar of finished tasks on stderr.
+        title: the leaderboard's title in ``summary.md``.
+
+    Raises:
+        HulkInputError: an unknown method, a directory that cannot be resumed, ``ray`` without
+            Ray installed, a bad address or ``workers``.
+    """
+    extra = dict(extra_methods or {})
+    names = list(dict.fromkeys([*methods, *extra]))
+    table = {n: extra[n] if n in extra else get_method(n) for n in names}
+    budgets = {n: (budgets or {}).get(n) for n in names}
+    if workers is not None and workers < 1:
+        raise HulkInputError(f"--workers must be at least 1, got {workers}")
+    journal = _open_journal(Path(out_dir), instances, names, seed, budgets, resume)
+    todo = [t for t in plan_tasks(instances, names, seed) if (t.instance_id, t.method) not in journal.results]
+    skipped = len(instances) * len(names) - len(todo)
+    by_id = {inst.instance_id: inst for inst in instances}
+    with Progress(progress, len(todo)) as advance:
+
+        def done(result: TaskResult) -> None:
+            journal.add(result)
+            advance(f"{result.task.instance_id} {result.task.method}")
+
+        if ray is None:
+            used = 1
+            for task in todo:
+                done(run_task(task, table[task.method], by_id[task.instance_id], budgets[task.method]))
+        else:
+            used = _run_on_ray(todo, table, by_id, budgets, ray, workers, done)
+    rows = final_rows(instances, names, journal.results, seed)
+    paths = write_results(rows, journal.out, title=title)
+    paths["manifest"] = journal.manifest_path
+    return EvaluationRun(rows, len(todo), skipped, paths, used)
+
+
+def final_rows(
+    instances: Sequence[Instance],
+    names: Sequence[str],
+    results: Mapping[tuple[str, str], TaskResult],
+    seed: int = 0,
+) -> list[ResultRow]:
+    """The rows :func:`run_methods` gives for the same runs (instance-major, ``gap_to_best``)."""
+    rows: list[ResultRow] = []
+    for inst in instances:
+        raw = {n: results[(inst.instance_id, n)].raw for n in names}
+        if "naive" in raw:
+            reference = raw["naive"][0]
+        else:  # the same deterministic naive placement the tasks used
+            reference = run_one(naive, inst, seed, None)[0]
+        rows += rows_for_instance(inst.instance_id, raw, reference)
+    return rows
+
+
+def _run_on_ray(
+    todo: Sequence[Task],
+    table: Mapping[str, MethodFn],
+    by_id: Mapping[str, Instance],
+    budgets: Mapping[str, int | None],
+    address: str,
+    workers: int | None,
+    done: Callable[[TaskResult], None],
+) -> int:
+    """Run the tasks as Ray tasks, at most ``workers`` at a time; ``done`` as each finishes.
+
+    Returns the number of tasks run at a time.
+    """
+    ray = import_ray()
+    with ray_session(address, workers) as cpus:
+        limit = workers or max(1, cpus)
+        remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(run_task)
+        # One copy of each instance and method in the object store, not one per task.
+        inst_refs = {i: ray.put(by_id[i]) for i in dict.fromkeys(t.instance_id for t in todo)}
+        fn_refs = {m: ray.put(table[m]) for m in dict.fromkeys(t.method for t in todo)}
+        queue = list(reversed(todo))
+        pending: list = []
+        try:
+            while queue or pending:
+                while queue and len(pending) < limit:
+                    t = queue.pop()
+                    pending.append(remote.remote(t, fn_refs[t.method], inst_refs[t.instance_id], budgets[t.method]))
+                ready, pending = ray.wait(pending, num_returns=1)
+                done(ray.get(ready[0]))
+        except BaseException:  # Ctrl-C or a failed task: stop the others; saved rows stay
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+    return limit
+
+
+def import_ray():
+    """The ``ray`` module, or :class:`HulkInputError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise HulkInputError(f"--ray needs Ray, which is not installed: {RAY_INSTALL}") from None
+    return ray
+
+
+@contextmanager
+def ray_session(address: str, workers: int | None = None) -> Iterator[int]:
+    """Connect to (or start) Ray for the block; yields the cluster's CPUs.
+
+    ``"local"`` starts a Ray on this machine with ``workers`` CPUs (default all) and stops it
+    afterwards; ``"auto"`` or an address connects to a running cluster. A Ray already
+    initialized in this process is used as it is and left running.
+    """
+    ray = import_ray()
+    started = False
+    if not ray.is_initialized():
+        if not address:
+            raise HulkInputError("--ray needs 'local', 'auto' or a cluster address such as 10.0.0.5:6379")
+        kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "warning", "log_to_driver": False}
+        if address == "local":
+            kwargs["num_cpus"] = workers or os.cpu_count() or 1
+        else:
+            kwargs["address"] = address
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise HulkInputError(
+                f"cannot connect to the Ray cluster at {address!r}: {first} (start one with "
+                "`ray start --head`, or use --ray local)"
+            ) from None
+        started = True
+    try:
+        yield int(ray.cluster_resources().get("CPU", 1))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ---- the benchmark ------------------------------------------------------------------------------
+
+
+BENCH_SUITE = "tiny-v0"
+BENCH_METHODS = ("genetic", "anneal", "random")
+BENCH_BUDGET = 3000
+
+
+def bench_evaluate(
+    workers: int = 2,
+    suite: str = BENCH_SUITE,
+    methods: Sequence[str] = BENCH_METHODS,
+    budget: int = BENCH_BUDGET,
+    limit: int | None = None,
+    work_dir: str | Path | None = None,
+) -> dict:
+    """The same evaluation serially and on a local Ray with ``workers`` CPUs, in one run.
+
+    Both go through :func:`evaluate_tasks` into fresh directories (the Ray run writes its
+    ``results.csv`` as incrementally as the serial one). ``ray_s`` is timed from the first
+    task submitted to the final files written, on a Ray started just before (as a cluster
+    would be running already): starting and stopping the local Ray are not counted.
+
+    Returns:
+        ``tasks``, ``serial_s``, ``ray_s``, ``workers``, ``speedup`` (``serial_s / ray_s``) and
+        ``rows_equal`` (both ``results.csv`` have the same rows apart from ``wall_s``).
+    """
+    import tempfile
+
+    from hulk_env.evaluation.suites import load_suite
+
+    instances = load_suite(suite)[:limit]
+    budgets = {m: budget for m in methods}
+    with tempfile.TemporaryDirectory(prefix="hulk-bench-evaluate-", dir=work_dir) as tmp:
+        serial_dir, ray_dir = Path(tmp) / "serial", Path(tmp) / "ray"
+        start = time.perf_counter()
+        serial = evaluate_tasks(instances, methods, serial_dir, budgets=budgets, progress=False)
+        serial_s = time.perf_counter() - start
+        with ray_session("local", workers):
+            start = time.perf_counter()
+            evaluate_tasks(instances, methods, ray_dir, budgets=budgets, ray="local", workers=workers, progress=False)
+            ray_s = time.perf_counter() - start
+        equal = rows_equal(read_results_csv(serial_dir / "results.csv"), read_results_csv(ray_dir / "results.csv"))
+    return {
+        "tasks": len(serial.rows),
+        "serial_s": round(serial_s, 3),
+        "ray_s": round(ray_s, 3),
+        "workers": workers,
+        "speedup": round(serial_s / ray_s, 3),
+        "rows_equal": equal,
+    }

@@ -1,0 +1,129 @@
+"""Result rows and CSV files: the one CSV writer (:func:`write_csv`) and reading results back.
+
+CSV cells: floats in full precision (``repr``), undefined numbers (``nan``, infeasible runs) as
+empty cells, booleans as ``true``/``false``. :func:`read_results_csv` reads them back.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hulk_env.errors import HulkInputError
+from hulk_env.files import atomic_write_text
+
+RESULT_COLUMNS = (
+    "instance",
+    "method",
+    "iteration_time_s",
+    "speedup_vs_naive",
+    "gap_to_best",
+    "cost_evals",
+    "wall_s",
+    "feasible",
+)
+LEADERBOARD_COLUMNS = ("instance", "method", "speedup_vs_naive")  # what a leaderboard figure needs
+_NUMBER_COLUMNS = ("speedup_vs_naive", "iteration_time_s", "gap_to_best", "wall_s", "cost_evals")
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One method on one instance.
+
+    Attributes:
+        instance: the instance id.
+        method: the method name.
+        iteration_time_s: the placement's iteration time (``nan`` when infeasible).
+        speedup_vs_naive: ``T_naive / T_method`` (``nan`` when either is infeasible).
+        gap_to_best: ``T_method / T_best - 1``, ``T_best`` the fastest method on this instance.
+        cost_evals: cost-model evaluations the method used.
+        wall_s: the method's wall-clock seconds.
+        feasible: whether it returned a memory-feasible placement.
+        reason: why not, when not feasible (not a CSV column).
+    """
+
+    instance: str
+    method: str
+    iteration_time_s: float
+    speedup_vs_naive: float
+    gap_to_best: float
+    cost_evals: int
+    wall_s: float
+    feasible: bool
+    reason: str = ""
+
+
+def csv_cell(value: Any) -> str:
+    """One CSV cell (see the module docstring)."""
+    if isinstance(value, bool | np.bool_):
+        return "true" if value else "false"
+    if isinstance(value, float | np.floating):
+        return repr(float(value)) if math.isfinite(value) else ""
+    return str(value)
+
+
+def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> Path:
+    """Write dict rows as CSV (``columns``: default the first row's keys; a missing key is an
+    empty cell). Atomic: readers see the old file or the new one, never half of it."""
+    out = Path(path)
+    columns = list(columns or (rows[0].keys() if rows else []))
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([csv_cell(row.get(c, "")) for c in columns])
+    return atomic_write_text(out, buffer.getvalue())
+
+
+def read_results_csv(path: str | Path) -> list[dict]:
+    """Rows of a ``results.csv`` (``hulk evaluate``, the experiments) as dicts.
+
+    Needs the columns ``instance``, ``method`` and ``speedup_vs_naive``; numbers become floats
+    (an empty cell is ``nan``), ``feasible`` a bool when present; other columns stay strings.
+
+    Raises:
+        HulkInputError: a missing file or column, or a speed-up that is not a number.
+    """
+    src = Path(path)
+    try:
+        with src.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            header = reader.fieldnames or []
+            missing = [c for c in LEADERBOARD_COLUMNS if c not in header]
+            if missing:
+                raise HulkInputError(
+                    f"missing column(s) {', '.join(missing)}; a results.csv from `hulk evaluate` has "
+                    f"{', '.join(LEADERBOARD_COLUMNS)}",
+                    source=str(src),
+                )
+            rows = []
+            for n, raw in enumerate(reader, start=2):
+                row: dict = dict(raw)
+                for key in _NUMBER_COLUMNS:
+                    if key in row:
+                        row[key] = _float_cell(row[key], src, n, key)
+                if "feasible" in row:
+                    row["feasible"] = str(row["feasible"]).strip().lower() == "true"
+                rows.append(row)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HulkInputError(f"cannot read the results file: {exc}", source=str(src)) from None
+    if not rows:
+        raise HulkInputError("no result rows", source=str(src))
+    return rows
+
+
+def _float_cell(value: str | None, src: Path, row: int, key: str) -> float:
+    text = (value or "").strip()
+    if not text:
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        raise HulkInputError(f"not a number: {text!r}", source=str(src), row=row, field=key) from None

@@ -1,0 +1,244 @@
+"""Benchmark suites: fixed, versioned, seeded instance sets with stable ids.
+
+CompilerGym style: every instance has a stable id (``"geo-v0/17"``).
+
+Suites (a suite's instances never change under its name; a new design gets a new version):
+
+===========  ===============================================================================
+``tiny-v0``  20 toy instances (2-4 machines, 2-5 layers, D in {1, 2}) from
+             :class:`hulk_env.generators.ToyGenerator`; optimum known by exhaustive search.
+``geo-v0``   24 random geo clusters of 8-64 machines over real cities x built-in models from
+             GPT-3 125M to 175B (catalog coarsening, at most ~50 layers), D in {1, 2, 4},
+             8/16/32 micro-batches, mostly 1F1B.
+``hard-v0``  12 memory-tight, cross-continent instances: 4-8 cities on different continents,
+             1-4 mid-size machines each, models that need 45-90% of all memory.
+``paper-v0`` the paper's 47 machines (its ``node_feature.csv`` and ``edge.txt``, shipped in the
+             package; ``hulk_data`` reads another copy) x GPT-3 1.3B-175B and LLaMA-65B, D in {1, 2}.
+===========  ===============================================================================
+
+Every instance of every suite is feasible: the ``naive`` placement fits in memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from hulk_env.cluster import Cluster, geo_cluster, load_hulk_dir, paper_data_dir
+from hulk_env.errors import HulkInputError
+from hulk_env.feasibility import memory_tightness
+from hulk_env.generators import ToyGenerator
+from hulk_env.hardware import geo
+from hulk_env.instance import Instance
+from hulk_env.reference import reference_fits
+from hulk_env.workload import catalog
+
+TINY_V0_SEED = 20240
+TINY_V0_SIZE = 20
+
+GEO_V0_SEED = 20241
+GEO_V0_SIZE = 24
+GEO_V0_MODELS = (
+    "gpt3-125m",
+    "gpt3-350m",
+    "bert-large",
+    "gpt3-1.3b",
+    "gpt3-2.7b",
+    "gpt3-6.7b",
+    "llama-7b",
+    "gpt3-13b",
+    "t5-11b",
+    "llama-13b",
+    "llama-65b",
+    "gpt3-175b",
+)
+# (GPU, GPUs per machine, weight): cloud boxes and older on-premise servers. Fixed here (not
+# imported) so that geo-v0 does not change when a generator's defaults do.
+GEO_V0_GPU_MIX = (
+    ("A100-40GB", 8, 2.0),
+    ("A100-80GB", 8, 1.0),
+    ("H100", 8, 0.5),
+    ("V100-32GB", 8, 1.0),
+    ("V100-32GB", 4, 1.0),
+    ("A10", 4, 2.0),
+    ("T4", 4, 1.0),
+    ("GTX-1080", 8, 0.5),
+)
+GEO_V0_LINK_NOISE = 0.1
+
+HARD_V0_SEED = 20242
+HARD_V0_SIZE = 12
+HARD_V0_MODELS = ("gpt3-2.7b", "gpt3-6.7b", "llama-7b", "gpt3-13b", "llama-13b", "t5-11b", "llama-65b")
+HARD_V0_GPU_MIX = (
+    ("V100-32GB", 8, 2.0),
+    ("V100-32GB", 4, 1.0),
+    ("A10", 4, 2.0),
+    ("T4", 8, 1.0),
+    ("A100-40GB", 8, 1.0),
+    ("GTX-1080", 8, 1.0),
+)
+HARD_V0_TIGHTNESS = (0.45, 0.9)  # memory needed / memory available
+
+PAPER_V0_CASES = (
+    ("gpt3-1.3b", 1),
+    ("gpt3-1.3b", 2),
+    ("gpt3-2.7b", 1),
+    ("gpt3-2.7b", 2),
+    ("gpt3-6.7b", 1),
+    ("gpt3-6.7b", 2),
+    ("gpt3-13b", 1),
+    ("gpt3-13b", 2),
+    ("llama-65b", 1),
+    ("gpt3-175b", 1),
+)
+
+SUITES: dict[str, str] = {
+    "tiny-v0": f"{TINY_V0_SIZE} toy instances with a known optimum (exhaustive search)",
+    "geo-v0": f"{GEO_V0_SIZE} random geo clusters (8-64 machines) x models 125M-175B, D in 1/2/4",
+    "hard-v0": f"{HARD_V0_SIZE} memory-tight, cross-continent instances",
+    "paper-v0": f"the paper's 47 machines x {len(PAPER_V0_CASES)} model/D cases",
+}
+
+
+def suite_names() -> list[str]:
+    """Names :func:`load_suite` accepts."""
+    return list(SUITES)
+
+
+def load_suite(name: str, hulk_data: str | Path | None = None) -> list[Instance]:
+    """The instances of a suite, ids ``"<suite>/<index>"``, same every time.
+
+    Args:
+        name: a suite name (:func:`suite_names`).
+        hulk_data: the paper's data directory for ``paper-v0`` (default: the copy shipped in
+            the package, :func:`hulk_env.cluster.paper_data_dir`); other suites ignore it.
+
+    Raises:
+        HulkInputError: unknown suite, or ``paper-v0`` with a bad ``hulk_data``.
+    """
+    key = str(name).strip().lower()
+    if key == "tiny-v0":
+        return _tiny_v0()
+    if key == "geo-v0":
+        return _geo_v0()
+    if key == "hard-v0":
+        return _hard_v0()
+    if key == "paper-v0":
+        return _paper_v0(paper_data_dir() if hulk_data is None else Path(hulk_data))
+    raise HulkInputError(f"unknown suite '{name}'; choose one of {', '.join(SUITES)}", field="suite")
+
+
+def _tiny_v0() -> list[Instance]:
+    # Every size range spelled out, so a change of the generator's defaults cannot change tiny-v0.
+    gen = ToyGenerator(
+        num_machines=(2, 4), num_layers=(2, 5), data_parallel=(1, 2), max_placements=4096,
+        skip_edge_probability=0.3, max_tries=100,
+        name="tiny-v0",
+    )
+    rng = np.random.default_rng(TINY_V0_SEED)
+    return [_renamed(gen(rng), f"tiny-v0/{i}") for i in range(TINY_V0_SIZE)]
+
+
+def _geo_v0() -> list[Instance]:
+    out = []
+    for i in range(GEO_V0_SIZE):
+        rng = np.random.default_rng([GEO_V0_SEED, i])
+        model = GEO_V0_MODELS[i % len(GEO_V0_MODELS)]
+        out.append(_draw_geo_instance(rng, model, f"geo-v0/{i}"))
+    return out
+
+
+def _draw_geo_instance(rng: np.random.Generator, model: str, instance_id: str) -> Instance:
+    """A feasible geo instance for ``model``: redraw the cluster, then fewer replicas, if needed."""
+    for _ in range(50):
+        m = int(rng.integers(8, 65))
+        regions = int(rng.integers(2, min(8, m // 2) + 1))
+        cluster = _geo_cluster(rng, m, regions, GEO_V0_GPU_MIX, instance_id, one_per_continent=False)
+        settings = dict(
+            num_micro_batches=int(rng.choice([8, 16, 32])),
+            schedule="gpipe" if rng.random() < 0.25 else "1f1b",
+        )
+        if settings["schedule"] == "gpipe":
+            settings["num_micro_batches"] = min(settings["num_micro_batches"], 16)
+        drawn = int(rng.choice([1, 2, 4]))
+        for d in (x for x in (4, 2, 1) if x <= drawn):
+            inst = Instance(cluster, catalog.get_model(model, data_parallel=d, **settings), instance_id)
+            if reference_fits(inst):
+                return inst
+    raise RuntimeError(f"{instance_id}: no feasible draw for {model}")  # a suite design bug
+
+
+def _hard_v0() -> list[Instance]:
+    out = []
+    for i in range(HARD_V0_SIZE):
+        rng = np.random.default_rng([HARD_V0_SEED, i])
+        out.append(_draw_hard_instance(rng, f"hard-v0/{i}"))
+    return out
+
+
+def _draw_hard_instance(rng: np.random.Generator, instance_id: str) -> Instance:
+    """Cross-continent cluster and a model that fills 45-90% of its memory (naive fits)."""
+    low, high = HARD_V0_TIGHTNESS
+    for _ in range(500):
+        regions = int(rng.integers(4, 9))
+        m = int(rng.integers(regions, 4 * regions + 1))
+        cluster = _geo_cluster(rng, m, regions, HARD_V0_GPU_MIX, instance_id, one_per_continent=True)
+        model = str(rng.choice(HARD_V0_MODELS))
+        d = int(rng.choice([1, 2, 4]))
+        w = catalog.get_model(model, data_parallel=d, num_micro_batches=int(rng.choice([8, 16])))
+        inst = Instance(cluster, w, instance_id)
+        if low <= memory_tightness(inst) <= high and reference_fits(inst):
+            return inst
+    raise RuntimeError(f"{instance_id}: no feasible memory-tight draw")  # a suite design bug
+
+
+def _geo_cluster(
+    rng: np.random.Generator,
+    num_machines: int,
+    regions: int,
+    gpu_mix: tuple[tuple[str, int, float], ...],
+    name: str,
+    one_per_continent: bool,
+) -> Cluster:
+    names = sorted(geo.CITIES)
+    if one_per_continent:
+        # Cities on distinct continents first (cross-continent links), then any others.
+        by_continent: dict[str, list[str]] = {}
+        for c in names:
+            by_continent.setdefault(geo.CITIES[c].continent, []).append(c)
+        continents = sorted(by_continent)
+        picks = [str(rng.choice(by_continent[k])) for k in rng.permutation(continents)]
+        rest = [c for c in names if c not in picks]
+        picks += [str(c) for c in rng.choice(rest, max(0, regions - len(picks)), replace=False)]
+        cities = picks[:regions]
+    else:
+        cities = [str(c) for c in rng.choice(names, regions, replace=False)]
+    counts = 1 + rng.multinomial(num_machines - regions, np.full(regions, 1.0 / regions))
+    return geo_cluster(
+        cities,
+        [int(c) for c in counts],
+        gpu_mix,
+        seed=int(rng.integers(2**31)),
+        name=name,
+        link_noise=GEO_V0_LINK_NOISE,
+    )
+
+
+def _paper_v0(hulk_data: Path) -> list[Instance]:
+    cluster, _ = load_hulk_dir(hulk_data)
+    out = []
+    for i, (model, d) in enumerate(PAPER_V0_CASES):
+        inst = Instance(cluster, catalog.get_model(model, data_parallel=d), f"paper-v0/{i}")
+        if not reference_fits(inst):
+            raise HulkInputError(
+                f"paper-v0/{i} ({model}, D={d}) does not fit on this cluster: is {hulk_data} the "
+                "paper's unmodified data?",
+                source=str(hulk_data),
+            )
+        out.append(inst)
+    return out
+
+
+def _renamed(instance: Instance, instance_id: str) -> Instance:
+    return Instance(instance.cluster, instance.workload, instance_id)

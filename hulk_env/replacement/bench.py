@@ -1,0 +1,141 @@
+"""``hulk bench replace``: every re-placement method on a fixed set of failure scenarios.
+
+Scenarios (:func:`bench_scenarios`): on each cluster of :data:`BENCH_CLUSTERS`, each model
+setting of :data:`BENCH_MODELS` is placed by ``latency-chain-dp`` (what ``hulk place`` runs),
+then hit by the failures of :func:`hulk_env.replacement.failures.standard_scenarios`: its
+busiest machine, the region holding most of it, and 10% of the cluster's machines (seed 0).
+Every method answers every scenario with horizon 1,000 iterations.
+
+Figures: ``scenarios`` (run), ``infeasible`` (scenarios no method could answer: the survivors
+lack memory), ``<method>_total_vs_best`` (geometric mean over the feasible scenarios of the
+method's horizon total over the best method's; ``inf`` if the method failed a scenario that
+another answered: failures are never dropped), and median decision seconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+from hulk_env.baselines import get_method
+from hulk_env.errors import HulkInputError
+from hulk_env.generators import fixed_instance
+from hulk_env.instance import Instance
+from hulk_env.replacement.failures import standard_scenarios
+from hulk_env.replacement.methods import ReplaceMethod, run_method
+from hulk_env.replacement.problem import DEFAULT_HORIZON, ReplacementProblem, ReplacementResult
+
+BENCH_CLUSTERS = ("paper-12city-47", "cloud-3region", "cloud-8region", "hulk-paper")
+BENCH_MODELS = (("gpt3-13b", 1), ("gpt3-13b", 2), ("gpt3-1.3b", 4))
+START_METHOD = "latency-chain-dp"
+
+
+@dataclass(frozen=True)
+class BenchScenario:
+    """One failure of one running placement.
+
+    Attributes:
+        name: ``cluster/model xD/failure``.
+        problem: the re-placement problem.
+    """
+
+    name: str
+    problem: ReplacementProblem
+
+
+def available_clusters(names: tuple[str, ...] = BENCH_CLUSTERS) -> list[str]:
+    """The bench clusters that exist in this installation (``hulk-paper`` ships with the data)."""
+    from hulk_env.cluster import load_cluster
+
+    out = []
+    for name in names:
+        try:
+            load_cluster(name)
+        except HulkInputError:
+            continue
+        out.append(name)
+    return out
+
+
+def bench_scenarios(
+    clusters: tuple[str, ...] | list[str] | None = None,
+    models: tuple[tuple[str, int], ...] = BENCH_MODELS,
+    horizon_iterations: int = DEFAULT_HORIZON,
+    seed: int = 0,
+) -> list[BenchScenario]:
+    """The fixed scenario set (see the module docstring)."""
+    out = []
+    for cluster in clusters or available_clusters():
+        for model, d in models:
+            inst = fixed_instance(cluster, model, data_parallel=d)
+            start = get_method(START_METHOD)(inst, seed, None)
+            if not start.feasible:
+                continue
+            for sc in standard_scenarios(inst.cluster, start.placement, seed):
+                problem = ReplacementProblem(
+                    _named(inst, cluster, model, d), start.placement, list(sc.failed),
+                    horizon_iterations=horizon_iterations, label=sc.label,
+                )
+                out.append(BenchScenario(f"{cluster}/{model}x{d}/{sc.label}", problem))
+    return out
+
+
+def _named(inst: Instance, cluster: str, model: str, d: int) -> Instance:
+    return Instance(inst.cluster, inst.workload, f"{cluster}/{model}x{d}")
+
+
+def run_bench(
+    scenarios: list[BenchScenario],
+    methods: dict[str, ReplaceMethod | None],
+    seed: int = 0,
+    budget: int | None = None,
+) -> list[dict[str, ReplacementResult]]:
+    """Every method on every scenario: one ``{method: result}`` per scenario."""
+    return [
+        {name: run_method(sc.problem, name, seed, budget if name == "search" else None, fn) for name, fn in methods.items()}
+        for sc in scenarios
+    ]
+
+
+def summarise(scenarios: list[BenchScenario], results: list[dict[str, ReplacementResult]]) -> dict:
+    """The bench figures (module docstring) plus one row per scenario."""
+    names = list(results[0]) if results else []
+    ratios: dict[str, list[float]] = {n: [] for n in names}
+    decisions: dict[str, list[float]] = {n: [] for n in names}
+    rows, infeasible = [], 0
+    for sc, res in zip(scenarios, results, strict=True):
+        totals = {n: (r.outcome.total_s if r.feasible else np.inf) for n, r in res.items()}
+        best = min(totals.values())
+        row = {"scenario": sc.name, "failed": int(sc.problem.failed.sum()),
+               "displaced_slots": int(sc.problem.displaced.sum()), "best_total_s": best}
+        if not np.isfinite(best):
+            infeasible += 1
+            rows.append({**row, "feasible": False})
+            continue
+        for n, r in res.items():
+            ratios[n].append(totals[n] / best if best > 0 else 1.0)
+            decisions[n].append(r.decision_s)
+            row[f"{n}_total_s"] = totals[n]
+            row[f"{n}_decision_s"] = r.decision_s
+            row[f"{n}_cost_evals"] = r.cost_evals
+        rows.append({**row, "feasible": True})
+    out: dict = {"scenarios": len(scenarios), "infeasible": infeasible}
+    for n in names:
+        out[f"{_key(n)}_total_vs_best"] = _geomean(ratios[n])
+    for n in names:
+        out[f"{_key(n)}_decision_s_median"] = statistics.median(decisions[n]) if decisions[n] else float("nan")
+    out["rows"] = rows
+    return out
+
+
+def _key(name: str) -> str:
+    return name.split(":", 1)[0].replace("-", "_")
+
+
+def _geomean(values: list[float]) -> float:
+    if not values:
+        return float("nan")
+    arr = np.asarray(values, dtype=float)
+    return float(np.exp(np.mean(np.log(arr)))) if np.all(np.isfinite(arr)) else float("inf")

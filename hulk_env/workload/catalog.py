@@ -1,0 +1,177 @@
+"""The model catalog: named built-in models (no files needed).
+
+Architectures from the papers cited next to each; :data:`PUBLISHED_PARAMS` holds the totals
+they report (tests check the builder within 2%). Large models get a ``layers_per_block`` so the
+coarsened graph stays under ~50 layers; ``get_model(name, layers_per_block=1)`` gives all layers.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Unpack
+
+from hulk_env.errors import HulkInputError
+from hulk_env.workload.model import Workload, WorkloadOverrides, training_overrides
+from hulk_env.workload.transformer import TransformerConfig, build_from_config
+
+DEFAULT_MODEL = "gpt3-1.3b"  # the main job's model: a 1B-class decoder
+
+
+def _gpt3(name: str, layers: int, hidden: int, heads: int, mbs: int, k: int = 1) -> TransformerConfig:
+    """GPT-3 (Brown et al. 2020, Table 2.1): seq 2048, GPT-2 BPE vocab, tied, learned positions."""
+    return TransformerConfig(
+        name=name,
+        num_layers=layers,
+        hidden=hidden,
+        heads=heads,
+        vocab=50257,
+        seq_len=2048,
+        max_positions=2048,
+        micro_batch_size=mbs,
+        layers_per_block=k,
+    )
+
+
+def _llama(name: str, layers: int, hidden: int, heads: int, ffn: int, k: int = 1) -> TransformerConfig:
+    """LLaMA (Touvron et al. 2023, Table 2): SwiGLU, RMSNorm, rotary, no biases, untied head."""
+    return TransformerConfig(
+        name=name,
+        num_layers=layers,
+        hidden=hidden,
+        heads=heads,
+        vocab=32000,
+        seq_len=2048,
+        ffn=ffn,
+        gated_ffn=True,
+        tied_embeddings=False,
+        biases=False,
+        norm="rmsnorm",
+        layers_per_block=k,
+    )
+
+
+_MODELS: tuple[TransformerConfig, ...] = (
+    # Table 2.1 lists 24 heads of 128 for the 1.3B model and d_model 5140 for the 13B one, which
+    # do not multiply out; we use 16 x 128 = 2048 and 40 x 128 = 5120 (as Megatron-LM does).
+    _gpt3("gpt3-125m", 12, 768, 12, mbs=2),
+    _gpt3("gpt3-350m", 24, 1024, 16, mbs=1),
+    _gpt3("gpt3-1.3b", 24, 2048, 16, mbs=1),
+    _gpt3("gpt3-2.7b", 32, 2560, 32, mbs=1),
+    _gpt3("gpt3-6.7b", 32, 4096, 32, mbs=1),
+    _gpt3("gpt3-13b", 40, 5120, 40, mbs=1),
+    _gpt3("gpt3-175b", 96, 12288, 96, mbs=1, k=2),
+    # OPT (Zhang et al. 2022, Table 1): GPT-3 shape, vocab 50272, 2048 + 2 learned positions.
+    TransformerConfig(
+        name="opt-175b",
+        num_layers=96,
+        hidden=12288,
+        heads=96,
+        vocab=50272,
+        seq_len=2048,
+        max_positions=2050,
+        layers_per_block=2,
+    ),
+    # BLOOM (BigScience 2022, arXiv 2211.05100, Table 3): ALiBi (no position parameters),
+    # tied; its embedding LayerNorm (2h = 28,672 params) is left out.
+    TransformerConfig(
+        name="bloom-176b",
+        num_layers=70,
+        hidden=14336,
+        heads=112,
+        vocab=250880,
+        seq_len=2048,
+        layers_per_block=2,
+    ),
+    _llama("llama-7b", 32, 4096, 32, 11008),
+    _llama("llama-13b", 40, 5120, 40, 13824),
+    _llama("llama-65b", 80, 8192, 64, 22016, k=2),
+    # T5 1.0 11B (Raffel et al. 2020, Sec. 3.7): 24 + 24 blocks, d_model 1024, d_ff 65536 (ReLU),
+    # 128 heads of d_kv 128, no biases, weight-only (RMS) norms, tied embeddings; relative position
+    # biases (32 x 128 per stack) are negligible. Span-corruption lengths: 512 in, 114 out.
+    TransformerConfig(
+        name="t5-11b",
+        num_layers=24,
+        architecture="encoder-decoder",
+        num_decoder_layers=24,
+        hidden=1024,
+        heads=128,
+        head_dim=128,
+        ffn=65536,
+        vocab=32128,
+        seq_len=512,
+        decoder_seq_len=114,
+        biases=False,
+        norm="rmsnorm",
+        micro_batch_size=2,
+    ),
+    # BERT-large (Devlin et al. 2019): 24 x 1024, 16 heads, WordPiece 30522, 512 positions,
+    # MLM head + pooler (token-type embeddings, 2h params, left out).
+    TransformerConfig(
+        name="bert-large",
+        num_layers=24,
+        architecture="encoder",
+        hidden=1024,
+        heads=16,
+        vocab=30522,
+        seq_len=512,
+        max_positions=512,
+        micro_batch_size=4,
+    ),
+)
+MODELS: dict[str, TransformerConfig] = {cfg.name: cfg for cfg in _MODELS}
+
+# Published parameter totals.
+PUBLISHED_PARAMS: dict[str, float] = {
+    # Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1.
+    "gpt3-125m": 125e6,
+    "gpt3-350m": 350e6,
+    "gpt3-1.3b": 1.3e9,
+    "gpt3-2.7b": 2.7e9,
+    "gpt3-6.7b": 6.7e9,
+    "gpt3-13b": 13.0e9,
+    "gpt3-175b": 175.0e9,
+    # Zhang et al. 2022, "OPT: Open Pre-trained Transformer Language Models", Table 1.
+    "opt-175b": 175.0e9,
+    # BigScience, bigscience/bloom model card: 176,247,271,424 parameters.
+    "bloom-176b": 176_247_271_424.0,
+    # Touvron et al. 2023, "LLaMA", Table 2 (6.7B, 13.0B, 65.2B); the HF checkpoints hold
+    # 6,738,415,616 / 13,015,864,320 / 65,285,660,672.
+    "llama-7b": 6.7e9,
+    "llama-13b": 13.0e9,
+    "llama-65b": 65.2e9,
+    # Raffel et al. 2020 quote "11 billion"; the HF t5-11b checkpoint holds 11.3e9.
+    "t5-11b": 11.3e9,
+    # Devlin et al. 2019 quote 340M; HF bert-large-uncased with pooler holds 335,141,888.
+    "bert-large": 335.1e6,
+}
+
+
+def model_names() -> tuple[str, ...]:
+    """Names of the built-in models (``"default"`` is also accepted: ``DEFAULT_MODEL``)."""
+    return tuple(MODELS)
+
+
+def get_model_config(name: str) -> TransformerConfig:
+    """The architecture and default training settings of a built-in model.
+
+    Raises:
+        HulkInputError: unknown name; the message lists the valid ones.
+    """
+    key = DEFAULT_MODEL if name.strip().lower() == "default" else name.strip().lower()
+    if key not in MODELS:
+        close = difflib.get_close_matches(key, MODELS, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise HulkInputError(
+            f"unknown model '{name}'; {hint}built-in models: default, {', '.join(MODELS)} "
+            "(or give a .yaml/.yml/.json workload file)",
+            field="model",
+        )
+    return MODELS[key]
+
+
+def get_model(name: str, **overrides: Unpack[WorkloadOverrides]) -> Workload:
+    """Build a built-in model, with training settings overridden where given.
+
+    ``layers_per_block=1`` gives the uncoarsened graph (one layer per transformer block).
+    """
+    return build_from_config(get_model_config(name), training_overrides(**overrides))

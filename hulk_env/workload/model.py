@@ -1,0 +1,282 @@
+"""Workloads: the layer graph of a model to train, and its training settings.
+
+A :class:`Workload` is a DAG of layers in topological order (every edge ``u -> v`` has
+``u < v``). Per layer, per micro-batch: forward ``flops``, ``params``, ``activation_bytes`` (the
+output sent to each successor) and ``stash_bytes`` (activations kept for the backward pass).
+Validated on construction: finite, non-negative, acyclic, weakly connected.
+
+:class:`TrainingSettings` names the settings a copy may change; :class:`WorkloadOverrides` adds
+``layers_per_block``. Every loader (:func:`hulk_env.workload.load_workload`, the model catalog,
+workload files) takes them as keyword arguments, declared once here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, TypedDict, Unpack
+
+import numpy as np
+
+from hulk_env.errors import HulkInputError
+
+SCHEDULES = ("gpipe", "1f1b")
+
+
+class TrainingSettings(TypedDict, total=False):
+    """How a workload is trained, as :meth:`Workload.with_training` changes it (None: keep)."""
+
+    micro_batch_size: int | None
+    num_micro_batches: int | None
+    data_parallel: int | None
+    schedule: str | None
+    state_bytes_per_param: float | None
+    grad_bytes_per_param: float | None
+
+
+class WorkloadOverrides(TrainingSettings, total=False):
+    """Training settings plus the coarsening a loader applies (``layers_per_block``)."""
+
+    layers_per_block: int | None
+
+
+TRAINING_KEYS = tuple(WorkloadOverrides.__annotations__)
+
+
+def training_overrides(**given: Unpack[WorkloadOverrides]) -> dict[str, Any]:
+    """The settings that were given (not None), as a dict keyed by field name.
+
+    Raises:
+        TypeError: a keyword that is not a setting (as for any misspelt keyword argument).
+    """
+    return _given(given, TRAINING_KEYS)
+
+
+def _given(settings: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    unknown = sorted(set(settings) - set(allowed))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    return {k: v for k, v in settings.items() if v is not None}
+
+
+@dataclass(frozen=True, eq=False)
+class Workload:
+    """A model's layer DAG plus how it is trained.
+
+    Attributes:
+        name: a label (``"gpt3-1.3b"``).
+        layer_names: ``L`` names in topological order.
+        flops: ``[L]`` forward FLOPs per micro-batch (backward costs 2x, see :mod:`hulk_env.cost`).
+        params: ``[L]`` parameter counts.
+        activation_bytes: ``[L]`` bytes of the layer's output sent to each successor, per
+            micro-batch (its gradient of the same size flows back in the backward pass).
+        stash_bytes: ``[L]`` activation bytes kept for backward, per micro-batch.
+        edges: ``[E, 2]`` int64 DAG edges ``(u, v)`` with ``u < v``.
+        micro_batch_size: sequences per micro-batch.
+        num_micro_batches: micro-batches per iteration (per replica).
+        data_parallel: replicas ``D`` of the pipeline.
+        state_bytes_per_param: model-state bytes per parameter (16 = mixed-precision Adam:
+            fp16 weight + grad, fp32 master weight + 2 moments).
+        grad_bytes_per_param: bytes per parameter exchanged by the data-parallel all-reduce
+            (2 = fp16 gradients).
+        schedule: ``"gpipe"`` or ``"1f1b"``.
+    """
+
+    name: str
+    layer_names: tuple[str, ...]
+    flops: np.ndarray
+    params: np.ndarray
+    activation_bytes: np.ndarray
+    stash_bytes: np.ndarray
+    edges: np.ndarray
+    micro_batch_size: int = 1
+    num_micro_batches: int = 8
+    data_parallel: int = 1
+    state_bytes_per_param: float = 16.0
+    grad_bytes_per_param: float = 2.0
+    schedule: str = "1f1b"
+
+    def __post_init__(self) -> None:
+        names = tuple(self.layer_names)
+        object.__setattr__(self, "layer_names", names)
+        n = len(names)
+        src = f"model '{self.name}'"
+        if n < 1:
+            raise HulkInputError("a model needs at least one layer", source=src)
+        if len(set(names)) != n:
+            dup = sorted({x for x in names if names.count(x) > 1})
+            raise HulkInputError(f"duplicate layer names {dup}", source=src)
+        for label in ("flops", "params", "activation_bytes", "stash_bytes"):
+            arr = np.array(getattr(self, label), dtype=np.float64, copy=True)
+            if arr.shape != (n,):
+                raise HulkInputError(
+                    f"has shape {arr.shape}, expected ({n},)", source=src, field=label
+                )
+            bad = ~np.isfinite(arr) | (arr < 0)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise HulkInputError(
+                    f"layer '{names[i]}' has {arr[i]!r}; must be finite and >= 0",
+                    source=src,
+                    field=label,
+                )
+            arr.setflags(write=False)
+            object.__setattr__(self, label, arr)
+        edges = np.array(self.edges, dtype=np.int64, copy=True).reshape(-1, 2)
+        if edges.size and (edges.min() < 0 or edges.max() >= n):
+            raise HulkInputError(f"edge refers to a layer outside 0..{n - 1}", source=src, field="edges")
+        if edges.size and np.any(edges[:, 0] >= edges[:, 1]):
+            u, v = edges[np.argmax(edges[:, 0] >= edges[:, 1])]
+            raise HulkInputError(
+                f"edge {names[u]} -> {names[v]} goes backwards: layers must be in topological "
+                "order (the graph must be acyclic)",
+                source=src,
+                field="edges",
+            )
+        edges = np.unique(edges, axis=0) if edges.size else edges
+        edges.setflags(write=False)
+        object.__setattr__(self, "edges", edges)
+        if n > 1 and not _weakly_connected(n, edges):
+            raise HulkInputError(
+                "the layer graph is disconnected: every layer must be reachable from the input",
+                source=src,
+                field="edges",
+            )
+        for label in ("micro_batch_size", "num_micro_batches", "data_parallel"):
+            value = getattr(self, label)
+            if int(value) != value or int(value) < 1:
+                raise HulkInputError(f"must be an integer >= 1, got {value!r}", source=src, field=label)
+            object.__setattr__(self, label, int(value))
+        for label in ("state_bytes_per_param", "grad_bytes_per_param"):
+            value = float(getattr(self, label))
+            if not np.isfinite(value) or value < 0:
+                raise HulkInputError(f"must be finite and >= 0, got {value!r}", source=src, field=label)
+            object.__setattr__(self, label, value)
+        if self.schedule not in SCHEDULES:
+            raise HulkInputError(
+                f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}",
+                source=src,
+                field="schedule",
+            )
+
+    # -- derived --------------------------------------------------------------------------------
+    @property
+    def num_layers(self) -> int:
+        return len(self.layer_names)
+
+    @property
+    def total_params(self) -> float:
+        return float(self.params.sum())
+
+    @property
+    def total_flops(self) -> float:
+        """Forward FLOPs of one micro-batch through the whole model."""
+        return float(self.flops.sum())
+
+    @cached_property
+    def predecessors(self) -> tuple[tuple[int, ...], ...]:
+        """For each layer, the layers whose output it reads."""
+        return _adjacency(self.num_layers, self.edges[:, 1], self.edges[:, 0])
+
+    @cached_property
+    def successors(self) -> tuple[tuple[int, ...], ...]:
+        """For each layer, the layers that read its output."""
+        return _adjacency(self.num_layers, self.edges[:, 0], self.edges[:, 1])
+
+    @property
+    def is_chain(self) -> bool:
+        n = self.num_layers
+        return len(self.edges) == n - 1 and bool(np.all(self.edges[:, 1] - self.edges[:, 0] == 1))
+
+    def memory_floor_bytes(self) -> float:
+        """Memory one replica needs at least (model state + one micro-batch of stash)."""
+        return float(self.state_bytes_per_param * self.params.sum() + self.stash_bytes.sum())
+
+    def with_training(self, **changes: Unpack[TrainingSettings]) -> Workload:
+        """A copy with other training settings (:class:`TrainingSettings`; None keeps one).
+
+        Note: changing ``micro_batch_size`` here does *not* rescale per-layer FLOPs or bytes;
+        rebuild the model with the transformer builder for that.
+        """
+        return replace(self, **_given(changes, tuple(TrainingSettings.__annotations__)))
+
+    def coarsen(self, layers_per_block: int) -> Workload:
+        """Merge runs of ``layers_per_block`` consecutive layers (topological order) into blocks.
+
+        FLOPs, params and stash add up. A block's ``activation_bytes`` is the largest output of
+        a member with an edge leaving the block (for a chain: its last layer's output). Edges
+        inside a block disappear; edges between blocks are kept once.
+        """
+        k = int(layers_per_block)
+        if k < 1:
+            raise HulkInputError(f"layers_per_block must be >= 1, got {layers_per_block!r}")
+        if k == 1:
+            return self
+        n = self.num_layers
+        block = np.arange(n) // k
+        nb = int(block[-1]) + 1
+        leaving = np.zeros(n, dtype=bool)
+        if len(self.edges):
+            crosses = block[self.edges[:, 0]] != block[self.edges[:, 1]]
+            leaving[self.edges[crosses, 0]] = True
+        act = np.zeros(nb)
+        np.maximum.at(act, block[leaving], self.activation_bytes[leaving])
+        # A block with no leaving edge is the last one: keep its last member's output size.
+        last = np.minimum((np.arange(nb) + 1) * k, n) - 1
+        act = np.where(act > 0, act, self.activation_bytes[last])
+        bedges = block[self.edges] if len(self.edges) else np.zeros((0, 2), dtype=np.int64)
+        bedges = bedges[bedges[:, 0] != bedges[:, 1]]
+        names = tuple(
+            self.layer_names[b * k] if min((b + 1) * k, n) - b * k == 1
+            else f"{self.layer_names[b * k]}..{self.layer_names[min((b + 1) * k, n) - 1]}"
+            for b in range(nb)
+        )
+        return replace(
+            self,
+            layer_names=names,
+            flops=np.bincount(block, self.flops, nb),
+            params=np.bincount(block, self.params, nb),
+            activation_bytes=act,
+            stash_bytes=np.bincount(block, self.stash_bytes, nb),
+            edges=bedges,
+        )
+
+    def summary(self) -> dict:
+        """A JSON-ready summary (used by ``hulk show model --json``)."""
+        return {
+            "name": self.name,
+            "layers": self.num_layers,
+            "edges": int(len(self.edges)),
+            "is_chain": self.is_chain,
+            "params": self.total_params,
+            "forward_flops_per_micro_batch": self.total_flops,
+            "activation_bytes_max": float(self.activation_bytes.max()),
+            "stash_bytes_per_micro_batch": float(self.stash_bytes.sum()),
+            "model_state_bytes": float(self.state_bytes_per_param * self.params.sum()),
+            "micro_batch_size": self.micro_batch_size,
+            "num_micro_batches": self.num_micro_batches,
+            "data_parallel": self.data_parallel,
+            "schedule": self.schedule,
+        }
+
+
+def _adjacency(n: int, ends: np.ndarray, others: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """For each of ``n`` layers, the ``others`` of the edges whose ``ends`` it is (edge order)."""
+    lists: list[list[int]] = [[] for _ in range(n)]
+    for end, other in zip(ends.tolist(), others.tolist(), strict=True):
+        lists[end].append(other)
+    return tuple(tuple(x) for x in lists)
+
+
+def _weakly_connected(n: int, edges: np.ndarray) -> bool:
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for u, v in edges:
+        parent[find(int(u))] = find(int(v))
+    return len({find(i) for i in range(n)}) == 1

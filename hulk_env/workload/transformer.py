@@ -1,0 +1,337 @@
+"""The transformer builder: :class:`TransformerConfig` -> a :class:`~hulk_env.workload.model.Workload`.
+
+Symbols: ``b`` micro-batch size (sequences), ``s`` sequence length (``s_e`` encoder, ``s_d``
+decoder), ``h`` hidden size, ``a`` heads, ``d = a * head_dim`` attention inner size (``= h``
+unless ``head_dim`` is set, as in T5), ``f`` FFN size, ``V`` vocabulary, ``P`` learned
+positions, ``p`` bytes per activation value (2 = fp16/bf16). Counts are parameters, FLOPs are
+forward FLOPs per micro-batch (a multiply-add = 2 FLOPs), bytes are bytes.
+
+Parameters (``[bias]`` terms only when ``biases``; a norm has ``2h`` params as LayerNorm and
+``h`` as RMSNorm):
+
+* attention (self or cross): ``4 h d  [+ 3d + h]``
+* FFN: ``2 h f  [+ f + h]``; gated (SwiGLU, 3 matrices): ``3 h f  [+ 2f + h]``
+* block: attention + FFN + 2 norms; a decoder block of an encoder-decoder adds cross-attention
+  and a third norm; the last encoder block of an encoder-decoder holds the encoder's final norm
+* embedding: ``V h + P h``
+* head (decoder): final norm + LM projection ``V h``, or ``0`` when ``tied_embeddings`` (tied
+  weights are counted once, on the embedding)
+* head (encoder-only, BERT): MLM transform ``h^2 [+ h]`` + norm + projection (``V h`` unless
+  tied) ``[+ V]`` output bias + pooler ``h^2 [+ h]``
+
+Forward FLOPs (only matrix multiplies count; norms, softmax, activations and bias adds are
+O(b s h) and ignored, as :class:`torch.utils.flop_counter.FlopCounterMode` ignores them):
+
+* linear layers: ``2 x tokens x weight params`` (``tokens = b s``); cross-attention projects
+  queries and output on ``b s_d`` decoder tokens and keys/values on ``b s_e`` encoder tokens:
+  ``2 b (2 s_d + 2 s_e) h d``
+* attention scores ``Q K^T`` and ``softmax x V``: ``4 b s_q s_k d`` (no saving for the causal
+  mask, as in Megatron-LM's accounting)
+* embedding: 0 (a table lookup)
+* head: ``2 b s h V`` (encoder-only adds ``2 b s h^2`` for the MLM transform and ``2 b h^2``
+  for the pooler)
+
+Activation bytes sent to successors: ``b s h p`` (the embedding of an encoder-decoder sends
+``b max(s_e, s_d) h p``; the head sends nothing: its output is the loss).
+
+Stashed activations, no recomputation, after Korthikanti et al. 2022, "Reducing Activation
+Recomputation in Large Transformer Models" (arXiv 2205.05198), Sec. 4.1: a GPT layer keeps
+``s b h (34 + 5 a s / h)`` bytes with p = 2 and 1-byte dropout masks. We use its term-by-term
+derivation so that ``d != h``, ``f != 4h``, gated FFNs and cross-attention are covered; for
+``p = 2, d = h, f = 4h`` it reduces exactly to the paper's formula:
+
+* attention: ``(p + 1) b s_q h`` (input, output dropout mask) + ``p b (2 s_q + 2 s_k) d`` (Q, K,
+  V, output-projection input) + ``(2p + 1) a b s_q s_k`` (softmax, its dropout mask and
+  output); cross-attention also keeps the encoder output ``p b s_e h``
+* FFN: ``(p + 1) b s h + 2 p b s f`` (gated: ``3 p b s f``)
+* norm: ``p b s h`` each
+* embedding: ``b s h`` (dropout mask); head: ``2 p b s h`` (norm and projection inputs) +
+  ``4 b s V`` (fp32 logits for the cross-entropy, Korthikanti et al. Sec. 4.3)
+
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hulk_env.errors import HulkInputError
+from hulk_env.workload.model import Workload
+
+ARCHITECTURES = ("decoder", "encoder", "encoder-decoder")
+NORMS = ("layernorm", "rmsnorm")
+MASK_BYTES = 1.0  # a dropout mask keeps one byte per element (Korthikanti et al. 2022)
+LOGIT_BYTES = 4.0  # logits are kept in fp32 for the cross-entropy
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """A transformer's architecture and training settings; the formulas are in the module docstring.
+
+    Attributes:
+        name: a label (``"gpt3-1.3b"``).
+        num_layers: transformer blocks (decoder-only, encoder-only), or encoder blocks.
+        hidden: model width ``h``.
+        heads: attention heads ``a``.
+        vocab: vocabulary size ``V``.
+        seq_len: tokens per sequence (the encoder's for an encoder-decoder).
+        architecture: ``"decoder"`` (GPT), ``"encoder"`` (BERT) or ``"encoder-decoder"`` (T5).
+        num_decoder_layers: decoder blocks of an encoder-decoder; 0 otherwise.
+        decoder_seq_len: target tokens of an encoder-decoder (default ``seq_len``).
+        ffn: FFN inner size ``f`` (default ``4 * hidden``).
+        head_dim: per-head size (default ``hidden // heads``); attention inner size is
+            ``heads * head_dim``.
+        gated_ffn: SwiGLU/GEGLU FFN with three matrices (LLaMA).
+        tied_embeddings: the LM head reuses the embedding matrix.
+        max_positions: learned position embeddings (0 for rotary, ALiBi or relative bias).
+        biases: linear layers have biases.
+        norm: ``"layernorm"`` (2h params) or ``"rmsnorm"`` (h params).
+        bytes_per_activation: bytes per activation value ``p`` (2 = fp16/bf16).
+        micro_batch_size, num_micro_batches, data_parallel, schedule, state_bytes_per_param,
+        grad_bytes_per_param: training settings, as in :class:`Workload`.
+        layers_per_block: coarsen the built graph into blocks of this many layers.
+    """
+
+    name: str
+    num_layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    seq_len: int
+    architecture: str = "decoder"
+    num_decoder_layers: int = 0
+    decoder_seq_len: int | None = None
+    ffn: int | None = None
+    head_dim: int | None = None
+    gated_ffn: bool = False
+    tied_embeddings: bool = True
+    max_positions: int = 0
+    biases: bool = True
+    norm: str = "layernorm"
+    bytes_per_activation: float = 2.0
+    micro_batch_size: int = 1
+    num_micro_batches: int = 8
+    data_parallel: int = 1
+    schedule: str = "1f1b"
+    state_bytes_per_param: float = 16.0
+    grad_bytes_per_param: float = 2.0
+    layers_per_block: int = 1
+
+    def __post_init__(self) -> None:
+        src = f"model config '{self.name}'"
+        for label in ("num_layers", "hidden", "heads", "vocab", "seq_len", "layers_per_block"):
+            _check_int(getattr(self, label), 1, src, label)
+        for label in ("num_decoder_layers", "max_positions"):
+            _check_int(getattr(self, label), 0, src, label)
+        for label in ("decoder_seq_len", "ffn", "head_dim"):
+            if getattr(self, label) is not None:
+                _check_int(getattr(self, label), 1, src, label)
+        if self.architecture not in ARCHITECTURES:
+            raise HulkInputError(
+                f"unknown architecture {self.architecture!r}; choose one of {', '.join(ARCHITECTURES)}",
+                source=src,
+                field="architecture",
+            )
+        if (self.architecture == "encoder-decoder") != (self.num_decoder_layers > 0):
+            raise HulkInputError(
+                "an encoder-decoder needs num_decoder_layers >= 1, other architectures 0; "
+                f"got architecture {self.architecture!r} with {self.num_decoder_layers}",
+                source=src,
+                field="num_decoder_layers",
+            )
+        if self.norm not in NORMS:
+            raise HulkInputError(
+                f"unknown norm {self.norm!r}; choose one of {', '.join(NORMS)}", source=src, field="norm"
+            )
+        if self.head_dim is None and self.hidden % self.heads:
+            raise HulkInputError(
+                f"hidden {self.hidden} is not divisible by heads {self.heads}; set head_dim",
+                source=src,
+                field="heads",
+            )
+        value = float(self.bytes_per_activation)
+        if not np.isfinite(value) or value <= 0:
+            raise HulkInputError(
+                f"must be positive and finite, got {value!r}", source=src, field="bytes_per_activation"
+            )
+
+    @property
+    def ffn_dim(self) -> int:
+        """FFN inner size ``f``."""
+        return self.ffn if self.ffn is not None else 4 * self.hidden
+
+    @property
+    def attn_dim(self) -> int:
+        """Attention inner size ``d = heads * head_dim``."""
+        return self.heads * (self.head_dim if self.head_dim is not None else self.hidden // self.heads)
+
+    @property
+    def target_seq_len(self) -> int:
+        """Decoder tokens per sequence of an encoder-decoder."""
+        return self.decoder_seq_len if self.decoder_seq_len is not None else self.seq_len
+
+
+def _check_int(value: Any, minimum: int, src: str, label: str) -> None:
+    if isinstance(value, bool) or int(value) != value or value < minimum:
+        raise HulkInputError(f"must be an integer >= {minimum}, got {value!r}", source=src, field=label)
+
+
+class LayerCost(NamedTuple):
+    """Parameters, forward FLOPs and stashed bytes of a layer (or part of one), per micro-batch."""
+
+    params: float = 0.0
+    flops: float = 0.0
+    stash_bytes: float = 0.0
+
+
+def _total(*parts: LayerCost) -> LayerCost:
+    return LayerCost(*(float(sum(column)) for column in zip(*parts, strict=True)))
+
+
+def _norm(cfg: TransformerConfig, b: int, s: int) -> LayerCost:
+    """One LayerNorm/RMSNorm over ``b s`` tokens: params, no counted FLOPs, its input stashed."""
+    params = (2 if cfg.norm == "layernorm" else 1) * cfg.hidden
+    return LayerCost(params, 0.0, cfg.bytes_per_activation * b * s * cfg.hidden)
+
+
+def _attention(cfg: TransformerConfig, b: int, s_q: int, s_k: int, cross: bool) -> LayerCost:
+    """Self-attention (``s_q == s_k``) or cross-attention of ``s_q`` queries on ``s_k`` keys."""
+    h, d, a, p = cfg.hidden, cfg.attn_dim, cfg.heads, cfg.bytes_per_activation
+    params = 4 * h * d + (3 * d + h if cfg.biases else 0)
+    proj_flops = 2 * b * (2 * s_q + 2 * s_k) * h * d  # Q, out on queries; K, V on keys
+    score_flops = 4 * b * s_q * s_k * d  # Q K^T and softmax x V
+    stash = (
+        (p + MASK_BYTES) * b * s_q * h
+        + p * b * (2 * s_q + 2 * s_k) * d
+        + (2 * p + MASK_BYTES) * a * b * s_q * s_k
+        + (p * b * s_k * h if cross else 0.0)
+    )
+    return LayerCost(params, proj_flops + score_flops, stash)
+
+
+def _ffn(cfg: TransformerConfig, b: int, s: int) -> LayerCost:
+    """Two-matrix FFN, or a gated three-matrix one (SwiGLU)."""
+    h, f, p = cfg.hidden, cfg.ffn_dim, cfg.bytes_per_activation
+    mats = 3 if cfg.gated_ffn else 2
+    params = mats * h * f + (((mats - 1) * f + h) if cfg.biases else 0)
+    stash = (p + MASK_BYTES) * b * s * h + mats * p * b * s * f
+    return LayerCost(params, 2 * b * s * mats * h * f, stash)
+
+
+def transformer_block(cfg: TransformerConfig, kind: str = "self") -> LayerCost:
+    """Parameters, forward FLOPs and stashed bytes of one block, per micro-batch.
+
+    Args:
+        cfg: the architecture.
+        kind: ``"self"`` (a decoder-only or encoder block) or ``"cross"`` (a decoder block of an
+            encoder-decoder, attending to ``seq_len`` encoder tokens).
+    """
+    b = cfg.micro_batch_size
+    if kind == "self":
+        s = cfg.seq_len
+        return _total(_attention(cfg, b, s, s, False), _ffn(cfg, b, s), *[_norm(cfg, b, s)] * 2)
+    if kind == "cross":
+        s, s_e = cfg.target_seq_len, cfg.seq_len
+        return _total(
+            _attention(cfg, b, s, s, False),
+            _attention(cfg, b, s, s_e, True),
+            _ffn(cfg, b, s),
+            *[_norm(cfg, b, s)] * 3,
+        )
+    raise ValueError(f"unknown block kind {kind!r}")
+
+
+def _embedding(cfg: TransformerConfig) -> LayerCost:
+    b, h = cfg.micro_batch_size, cfg.hidden
+    tokens = cfg.seq_len + (cfg.target_seq_len if cfg.architecture == "encoder-decoder" else 0)
+    return LayerCost(cfg.vocab * h + cfg.max_positions * h, 0.0, MASK_BYTES * b * tokens * h)
+
+
+def _head(cfg: TransformerConfig) -> LayerCost:
+    b, h, v, p = cfg.micro_batch_size, cfg.hidden, cfg.vocab, cfg.bytes_per_activation
+    s = cfg.target_seq_len if cfg.architecture == "encoder-decoder" else cfg.seq_len
+    proj = LayerCost(0 if cfg.tied_embeddings else v * h, 2 * b * s * h * v, p * b * s * h)
+    logits = LayerCost(0, 0, LOGIT_BYTES * b * s * v)
+    if cfg.architecture != "encoder":
+        return _total(_norm(cfg, b, s), proj, logits)
+    bias = h if cfg.biases else 0
+    transform = LayerCost(h * h + bias, 2 * b * s * h * h, p * b * s * h)
+    pooler = LayerCost(h * h + bias, 2 * b * h * h, p * b * h)
+    output_bias = LayerCost(v if cfg.biases else 0)
+    return _total(transform, _norm(cfg, b, s), proj, output_bias, logits, pooler)
+
+
+def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = None) -> Workload:
+    """The layer graph of a transformer, per the module docstring's formulas.
+
+    Layers: ``embed``, then ``block1..blockN`` (a chain) for decoder-only and encoder-only
+    models; for an encoder-decoder ``enc1..encN`` and ``dec1..decM`` with edges ``embed ->
+    enc1``, ``embed -> dec1``, ``enc_i -> enc_i+1``, ``dec_i -> dec_i+1``, ``encN -> dec_j`` for
+    every ``j`` (cross-attention reads the final encoder output) and ``decM -> head``.
+
+    Args:
+        cfg: architecture and training settings.
+        layers_per_block: overrides ``cfg.layers_per_block`` (1 = one layer per block).
+    """
+    b, h, p = cfg.micro_batch_size, cfg.hidden, cfg.bytes_per_activation
+    act_block = p * b * cfg.seq_len * h
+    names: list[str] = ["embed"]
+    rows: list[LayerCost] = [_embedding(cfg)]
+    acts: list[float] = [p * b * max(cfg.seq_len, cfg.target_seq_len) * h]
+    edges: list[tuple[int, int]] = []
+    n = cfg.num_layers
+    if cfg.architecture == "encoder-decoder":
+        enc = transformer_block(cfg, "self")
+        for i in range(1, n + 1):
+            names.append(f"enc{i}")
+            rows.append(enc if i < n else _total(enc, _norm(cfg, b, cfg.seq_len)))
+            acts.append(act_block)
+            edges.append((i - 1, i))
+        dec = transformer_block(cfg, "cross")
+        for j in range(1, cfg.num_decoder_layers + 1):
+            names.append(f"dec{j}")
+            rows.append(dec)
+            acts.append(p * b * cfg.target_seq_len * h)
+            idx = len(names) - 1
+            edges.append((0 if j == 1 else idx - 1, idx))
+            edges.append((n, idx))  # cross-attention on the final encoder output
+    else:
+        block = transformer_block(cfg, "self")
+        for i in range(1, n + 1):
+            names.append(f"block{i}")
+            rows.append(block)
+            acts.append(act_block)
+            edges.append((i - 1, i))
+    names.append("head")
+    rows.append(_head(cfg))
+    acts.append(0.0)  # the loss is a scalar; nothing is sent on
+    edges.append((len(names) - 2, len(names) - 1))
+    table = np.array(rows, dtype=np.float64)
+    workload = Workload(
+        name=cfg.name,
+        layer_names=tuple(names),
+        flops=table[:, LayerCost._fields.index("flops")],
+        params=table[:, LayerCost._fields.index("params")],
+        activation_bytes=np.array(acts),
+        stash_bytes=table[:, LayerCost._fields.index("stash_bytes")],
+        edges=np.array(edges, dtype=np.int64),
+        micro_batch_size=cfg.micro_batch_size,
+        num_micro_batches=cfg.num_micro_batches,
+        data_parallel=cfg.data_parallel,
+        state_bytes_per_param=cfg.state_bytes_per_param,
+        grad_bytes_per_param=cfg.grad_bytes_per_param,
+        schedule=cfg.schedule,
+    )
+    k = cfg.layers_per_block if layers_per_block is None else layers_per_block
+    return workload.coarsen(k)
+
+
+def build_from_config(cfg: TransformerConfig, overrides: dict[str, Any]) -> Workload:
+    """Build ``cfg`` with ``overrides`` (a :func:`~hulk_env.workload.model.training_overrides` dict).
+
+    The micro-batch size is part of the config, so FLOPs and bytes are rebuilt for it.
+    """
+    return build_transformer(replace(cfg, **overrides))
+
