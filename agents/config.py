@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -313,12 +314,51 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         overrides: ``section.key=value`` strings; values are parsed as YAML scalars/lists.
     """
     file = resolve_config_path(path if path is not None else "default")
+    config = config_from_dict(read_config_file(file), source=str(file))
+    return validate_config(apply_overrides(config, overrides), str(file), overrides)
+
+
+def read_config_file(file: Path) -> Any:
+    """A config file's YAML, read safely (size, encoding, nesting, aliases, duplicate keys)."""
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import load_yaml, read_text
+
+    return load_yaml(read_text(file, limits.MAX_SMALL_FILE_BYTES, what="config file"), str(file))
+
+
+def validate_config(
+    config: RunConfig,
+    source: str | None = None,
+    overrides: tuple[str, ...] | list[str] = (),
+    methods: Collection[str] | None = None,
+) -> RunConfig:
+    """Check every setting's range, type and name (:class:`hulk_env.validation.schemas.RunConfigSchema`).
+
+    Runs before anything is created for a run. Names are checked against what exists: suites,
+    cities, and -- when ``methods`` is given (``agents.train`` gives every baseline and agent
+    method) -- ``eval.baselines``. A bad value set by an override is reported at ``--set``, one
+    from the file at ``source``.
+
+    Raises:
+        HulkInputError: the first bad setting, as ``<source>: field 'section.key': ...``.
+    """
+    from hulk_env.evaluation import suite_names
+    from hulk_env.hardware import geo
+    from hulk_env.validation.schemas import RunConfigSchema, validate
+
+    context = {
+        "methods": methods,
+        "suites": suite_names(),
+        "cities": lambda name: geo.find_city(name) is not None,
+    }
     try:
-        data = yaml.safe_load(file.read_text())
-    except yaml.YAMLError as exc:
-        raise HulkInputError(f"not valid YAML: {exc}".replace("\n", " "), source=str(file)) from None
-    config = config_from_dict(data, source=str(file))
-    return apply_overrides(config, overrides)
+        validate(RunConfigSchema, config.to_dict(), source or "config", rows="key", context=context)
+    except HulkInputError as err:
+        overridden = {item.partition("=")[0].strip() for item in overrides}
+        if err.field in overridden or source is None:
+            raise HulkInputError(err.message, source="--set", field=err.field) from None
+        raise
+    return config
 
 
 def apply_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -> RunConfig:
@@ -339,9 +379,14 @@ def apply_overrides(config: RunConfig, overrides: list[str] | tuple[str, ...]) -
     return config
 
 
+def config_text(config: RunConfig) -> str:
+    """The resolved config as the YAML a run directory keeps (``config.yaml``)."""
+    return yaml.safe_dump(config.to_dict(), sort_keys=False)
+
+
 def save_config(config: RunConfig, path: Path) -> None:
     """Write the resolved config as YAML (atomically)."""
-    atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
+    atomic_write_text(path, config_text(config))
 
 
 @dataclass(frozen=True)
@@ -392,4 +437,7 @@ class TrainSettings:
         ):  # fmt: skip
             if value is not None:
                 _apply(config, "train", key, str(value) if isinstance(value, Path) else value, None)
-        return config
+        named = [f"train.{key}=" for key in ("total_timesteps", "seed", "out", "name", "progress_bar")
+                 if getattr(self, key) is not None]  # fmt: skip
+        base = None if isinstance(self.config, RunConfig) else str(resolve_config_path(self.config or "default"))
+        return validate_config(config, base, (*self.overrides, *named))

@@ -36,6 +36,8 @@ from agents.runs import BEST_POLICY_DIR, FINAL_POLICY_DIR
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import Padding
 from hulk_env.files import atomic_write_text
+from hulk_env.validation import limits
+from hulk_env.validation.reading import read_bytes, safe_repr
 
 POLICY_FORMAT = "hulk-policy/1"
 POLICY_JSON = "policy.json"
@@ -112,19 +114,19 @@ class LoadedPolicy(NamedTuple):
 
 
 def _read_meta(directory: Path) -> dict[str, Any]:
+    """``policy.json``, read safely and checked against its schema
+    (:class:`hulk_env.validation.schemas.PolicyFile`: limits on every size it asks to build)."""
+    from hulk_env.validation.reading import read_mapping
+    from hulk_env.validation.schemas import PolicyFile, validate
+
     path = directory / POLICY_JSON
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HulkInputError(f"cannot read the policy description: {exc}", source=str(path)) from None
-    if not isinstance(meta, dict) or meta.get("format") != POLICY_FORMAT:
+    meta = read_mapping(path, max_bytes=limits.MAX_SMALL_FILE_BYTES, what="policy description")
+    if meta.get("format") != POLICY_FORMAT:
         raise HulkInputError(
-            f"not a {POLICY_FORMAT} policy description (format={meta.get('format') if isinstance(meta, dict) else None!r})",
+            f"not a {POLICY_FORMAT} policy description (format={safe_repr(meta.get('format'))})",
             source=str(path),
         )
-    for key in ("policy", "padding", "weights", "weights_sha256"):
-        if key not in meta:
-            raise HulkInputError(f"missing key '{key}'", source=str(path), field=key)
+    validate(PolicyFile, meta, str(path), rows="key")
     return meta
 
 
@@ -178,8 +180,8 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
     except (KeyError, TypeError, ValueError):
         raise HulkInputError(f"bad padding {meta['padding']!r}", source=str(directory / POLICY_JSON), field="padding") from None
     weights_path = directory / str(meta["weights"])
-    if weights_path.is_file():
-        digest = hashlib.sha256(weights_path.read_bytes()).hexdigest()
+    if weights_path.exists():
+        digest = hashlib.sha256(read_bytes(weights_path, limits.MAX_WEIGHTS_BYTES, what="policy weights")).hexdigest()
         if digest != meta["weights_sha256"]:
             raise HulkInputError(
                 "weights do not match the checksum in policy.json (corrupt or replaced file); retrain or restore it",

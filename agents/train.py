@@ -1,7 +1,8 @@
 """Train the placement policy with masked PPO: ``train(config) -> run directory``.
 
-Reads top to bottom (CleanRL style): run directory and config -> seeds -> instances -> envs ->
-model -> callbacks -> learn -> save. Everything a run writes lives in its directory::
+Reads top to bottom (CleanRL style): config (every setting checked) -> seeds -> instances ->
+run directory (created atomically, locked: :mod:`agents.runs`) -> envs -> model -> callbacks ->
+learn -> save. A bad setting, cluster or model stops the run before its directory exists. Everything a run writes lives in its directory::
 
     RUN_DIR/
       config.yaml        the resolved RunConfig (re-read by --resume)
@@ -19,7 +20,8 @@ values only, loaded with ``torch.load(weights_only=True)``. It is written every
 ``train.checkpoint_every`` steps at a rollout boundary and at the end, through a temporary file
 and ``os.replace``, so a kill at any moment leaves the previous complete checkpoint.
 ``train(config, resume=RUN_DIR)`` rebuilds the model from ``RUN_DIR/config.yaml``, restores the
-checkpoint and continues until the same ``total_timesteps`` (SB3 rounds up to whole rollouts,
+checkpoint (a run killed before its first one starts again from step 0) and continues until the
+same ``total_timesteps`` (SB3 rounds up to whole rollouts,
 ``n_steps x n_envs``, both times, so both runs stop at the same count).
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -41,14 +44,19 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents.config import RunConfig, TrainSettings, config_from_dict, save_config
+from agents.config import RunConfig, TrainSettings, config_from_dict, config_text, validate_config
 from agents.files import atomic_torch_save, safe_torch_load
 from agents.policy import policy_class_and_kwargs
 from agents.runs import (
     BEST_POLICY_DIR,
     CONFIG_FILE,
+    EVALUATIONS_CSV,
     FINAL_POLICY_DIR,
-    new_run_dir,
+    TENSORBOARD_DIR,
+    VERSIONS_FILE,
+    clean_for_resume,
+    create_run_dir,
+    lock_run_dir,
     read_run_config,
     run_metadata,
 )
@@ -321,45 +329,71 @@ def train(
         resume: a run directory to continue from its ``checkpoint.pt``.
         label: prefix of a new run directory's name (for a :class:`RunConfig`).
     """
-    # 1. Run directory and the resolved config.
+    # 1. The resolved config, every setting checked: nothing exists on disk before this.
+    overrides: tuple[str, ...] = ()
     if resume is not None:
         run_dir = Path(resume)
         config = read_run_config(run_dir)
     else:
         if isinstance(config, TrainSettings):
+            overrides = tuple(config.overrides)
             config, label = config.resolve(), config.label
         config = config or RunConfig()
-        run_dir = new_run_dir(config, label)
-        save_config(config, run_dir / CONFIG_FILE)
-        atomic_write_text(run_dir / "versions.json", json.dumps(run_metadata(), indent=2) + "\n")
+    validate_config(config, None if overrides else "config", overrides, methods=all_method_names())
+    check_device(config.train.device)
     tc = config.train
 
     # 2. Seeds and threads.
     seed_everything(tc.seed, tc.torch_threads)
 
-    # 3. Instances and padding.
+    # 3. Instances and padding (an unknown cluster, model or suite stops here, too).
     generator, heldout = training_source(config)
     padding = padding_for(config, generator, heldout)
+
+    # 4. The run directory: created atomically and exclusively, or locked to resume it.
+    if resume is None:
+        files = {CONFIG_FILE: config_text(config), VERSIONS_FILE: json.dumps(run_metadata(), indent=2) + "\n"}
+        run_dir, lock = create_run_dir(Path(tc.out), tc.name or None, label, files)
+        from_steps = None
+    else:
+        lock = lock_run_dir(run_dir)
+        from_steps = checkpoint_timesteps(run_dir) if (run_dir / CHECKPOINT).exists() else None
+        clean_for_resume(run_dir, from_steps)  # killed writes, evaluations past the checkpoint
+    with lock:
+        try:
+            return _train_in(run_dir, config, generator, heldout, padding, from_steps)
+        except Exception:
+            if resume is None and not (run_dir / CHECKPOINT).exists():
+                shutil.rmtree(run_dir, ignore_errors=True)  # failed in set-up: leave nothing
+            raise
+
+
+def _train_in(
+    run_dir: Path, config: RunConfig, generator: Any, heldout: list[Instance], padding: Padding,
+    from_steps: int | None,
+) -> Path:
+    """Steps 5-9 of :func:`train`, in a run directory it holds the lock of."""
+    tc = config.train
     atomic_write_text(run_dir / "env_spec.json", json.dumps(env_spec(config, padding, generator, heldout), indent=2) + "\n")
 
-    # 4. Envs: training (n_envs) and held-out evaluation (cycles through the instances).
+    # 5. Envs: training (n_envs) and held-out evaluation (cycles through the instances).
     vec_env = make_vec_env(generator, padding, config, tc.n_envs)
     eval_env = DummyVecEnv([lambda: make_env(CyclingInstances(heldout), padding, config)])
 
-    # 5. The model (restored from the checkpoint on resume).
-    model = build_model(config, vec_env, run_dir / "tb" if tc.tensorboard else None)
+    # 6. The model (restored from the checkpoint on resume; a run killed before its first
+    #    checkpoint starts again from step 0).
+    model = build_model(config, vec_env, run_dir / TENSORBOARD_DIR if tc.tensorboard else None)
     best_mean_reward = -np.inf
-    if resume is not None:
+    if from_steps is not None:
         best_mean_reward = load_checkpoint(model, run_dir)
 
-    # 6. Callbacks: placement metrics, held-out evaluation (+ best policy), checkpoints.
-    eval_dir = run_dir / "eval"
-    eval_dir.mkdir(exist_ok=True)
+    # 7. Callbacks: placement metrics, held-out evaluation (+ best policy), checkpoints.
+    (run_dir / EVALUATIONS_CSV).parent.mkdir(exist_ok=True)
     n_eval = config.eval.n_eval_episodes or len(heldout)
     evaluator = MaskableEvalCallback(
         eval_env,
         callback_on_new_best=SaveBest(run_dir, config, padding),
-        callback_after_eval=EvalLog(eval_dir / "evaluations.csv"),
+        callback_after_eval=EvalLog(run_dir / EVALUATIONS_CSV),
         n_eval_episodes=n_eval,
         eval_freq=max(1, config.eval.eval_every // tc.n_envs) if config.eval.eval_every > 0 else 0,
         deterministic=True,
@@ -371,18 +405,18 @@ def train(
         PlacementLogger(), evaluator, Checkpointer(run_dir, tc.checkpoint_every, evaluator), TimeLimit(tc.max_minutes),
     ])
 
-    # 7. Learn up to train.total_timesteps (the remainder when resuming).
+    # 8. Learn up to train.total_timesteps (the remainder when resuming).
     remaining = max(0, tc.total_timesteps - model.num_timesteps)
     if remaining > 0:
         model.learn(
             total_timesteps=remaining,
             callback=callbacks,
-            reset_num_timesteps=resume is None,
+            reset_num_timesteps=from_steps is None,
             progress_bar=tc.progress_bar,
             tb_log_name="ppo",
         )
 
-    # 8. Save: final checkpoint and final policy (and a best policy if no evaluation ran).
+    # 9. Save: final checkpoint and final policy (and a best policy if no evaluation ran).
     save_checkpoint(model, run_dir, evaluator.best_mean_reward)
     meta = {"num_timesteps": int(model.num_timesteps)}
     save_policy(
@@ -392,6 +426,24 @@ def train(
     vec_env.close()
     eval_env.close()
     return run_dir
+
+
+def all_method_names() -> list[str]:
+    """Every placement method ``eval.baselines`` may name: the baselines and the agent's."""
+    from agents.methods import AGENT_METHODS
+    from hulk_env.baselines import method_names
+
+    return [*method_names(), *AGENT_METHODS]
+
+
+def check_device(device: str) -> None:
+    """A torch device this machine has (``cuda`` without a GPU is refused before any run)."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise HulkInputError(
+            f"train.device is '{device}' but torch sees no CUDA GPU here; use cpu", field="train.device"
+        )
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise HulkInputError("train.device is 'mps' but this machine has no MPS device; use cpu", field="train.device")
 
 
 def checkpoint_timesteps(run_dir: str | Path) -> int:

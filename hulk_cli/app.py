@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from hulk_cli import bench, evaluate, place, plot, show, train
+from hulk_cli import bench, evaluate, failures, place, plot, replace, show, train
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
 app.add_typer(show.app, name="show")
@@ -20,6 +20,9 @@ app.add_typer(plot.app, name="plot")
 app.add_typer(bench.app, name="bench")
 bench.app.command("train")(train.bench_train_command)
 app.command("train")(train.train_command)
+app.command("replace")(replace.replace)
+app.command("simulate-failures")(failures.simulate_failures)
+bench.app.command("replace")(replace.bench_replace_command)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -7,7 +7,7 @@ Importing it registers the Gymnasium environment ``hulk/Placement-v0``.
 import gymnasium
 
 from hulk_env.cluster import Cluster, Machine
-from hulk_env.env import ENV_ID, PlacementEnv
+from hulk_env.env import ENV_ID, ENV_ID_V1, PlacementEnv, PlacementEnvV1
 from hulk_env.errors import HulkInputError
 from hulk_env.generators import (
     FixedGenerator,
@@ -22,6 +22,11 @@ from hulk_env.workload import Workload
 
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(ENV_ID, entry_point="hulk_env.env:PlacementEnv")
+if ENV_ID_V1 not in gymnasium.registry:
+    gymnasium.register(ENV_ID_V1, entry_point="hulk_env.env:PlacementEnvV1")
+# Re-placement after failures (hulk_env/env/replace_env.py); its module loads only on make.
+if "hulk/Replace-v0" not in gymnasium.registry:
+    gymnasium.register("hulk/Replace-v0", entry_point="hulk_env.env.replace_env:ReplaceEnv")
 
 __all__ = [
     "Cluster",
@@ -31,6 +36,8 @@ __all__ = [
     "HulkInputError",
     "ENV_ID",
     "PlacementEnv",
+    "ENV_ID_V1",
+    "PlacementEnvV1",
     "FixedGenerator",
     "InstanceListGenerator",
     "RandomGeoGenerator",

@@ -46,57 +46,105 @@ class _Stepper:
         return self.steps / self.seconds
 
 
-def bench_env(seconds: float = 3.0, data_parallel: int | None = None) -> dict:
-    """Steps per second of ``hulk/Placement-v0`` against Gymnasium's CartPole-v1.
+BENCH_ENV = "hulk/Placement-v1"
+LARGE_SIZES = (128, 2048)  # machines of the large-cluster cases
+LARGE_CITIES = 16  # cities of a large bench cluster (machines spread evenly)
 
-    Both envs are made with ``gymnasium.make`` (same wrappers) and stepped by the same loop, in
-    alternating slices (so that load from other processes affects both alike):
-    a uniformly random action, for the placement env among the machines its ``action_mask``
-    allows (the observation is built every step), resetting when an episode ends. The
-    placement env is the fixed instance "default" cluster (47 machines) x gpt3-1.3b with the
-    terminal reward; every episode ends with a full cost-model evaluation.
 
-    Args:
-        seconds: time spent on each env (about ``2 x seconds`` in all).
-        data_parallel: replicas ``D`` of the model (``None`` = the model's default, 1).
+def bench_cluster(machines: int):
+    """The large-cluster bench instance's cluster: ``machines`` over 16 cities, the random
+    generator's GPU mix, 10% link noise (seed 0)."""
+    from hulk_env.cluster import geo_cluster
+    from hulk_env.generators.random_geo import DEFAULT_GPU_MIX
+    from hulk_env.hardware import geo
 
-    Returns:
-        ``env_steps_per_s``, ``cartpole_steps_per_s``, ``ratio`` and what was measured.
-    """
-    import hulk_env  # noqa: F401  (registers the env)
+    cities = sorted(geo.CITIES)[:: max(1, len(geo.CITIES) // LARGE_CITIES)][:LARGE_CITIES]
+    counts = [machines // len(cities) + (i < machines % len(cities)) for i in range(len(cities))]
+    return geo_cluster(cities, counts, DEFAULT_GPU_MIX, seed=0, name=f"bench-{machines}", link_noise=0.1)
 
-    kwargs = {} if data_parallel is None else {"generator_kwargs": {"data_parallel": data_parallel}}
-    env = gym.make("hulk/Placement-v0", cluster=BENCH_CLUSTER, model=BENCH_MODEL, **kwargs)
 
-    def masked(obs, rng):
-        valid = np.flatnonzero(obs["action_mask"])
-        return int(valid[rng.integers(len(valid))])
+def _masked(obs, rng):
+    valid = np.flatnonzero(obs["action_mask"])
+    return int(valid[rng.integers(len(valid))])
 
-    def uniform(obs, rng):
-        return int(rng.integers(2))
 
-    hulk = _Stepper(env, masked, seed=0)
-    cartpole = _Stepper(gym.make("CartPole-v1"), uniform, seed=0)
-    # Alternate short slices so that load from other processes hits both envs alike.
+def _uniform(obs, rng):
+    return int(rng.integers(2))
+
+
+def _measure(env: gym.Env, seconds: float) -> tuple[_Stepper, _Stepper]:
+    """Step ``env`` and CartPole-v1 in alternating slices (load from other processes hits both
+    alike); the first reset (building the instance) is not timed."""
+    hulk = _Stepper(env, _masked, seed=0)
+    cartpole = _Stepper(gym.make("CartPole-v1"), _uniform, seed=0)
     for _ in range(SLICES):
         hulk.run(seconds / SLICES)
         cartpole.run(seconds / SLICES)
+    cartpole.env.close()
+    return hulk, cartpole
+
+
+def bench_env(
+    seconds: float = 3.0,
+    data_parallel: int | None = None,
+    env_id: str = BENCH_ENV,
+    large: tuple[int, ...] = LARGE_SIZES,
+) -> dict:
+    """Steps per second of the placement env against Gymnasium's CartPole-v1, in the same run.
+
+    Both envs are made with ``gymnasium.make`` (same wrappers) and stepped by the same loop, in
+    alternating slices: a uniformly random action, for the placement env among the machines its
+    ``action_mask`` allows (the observation is built every step), resetting when an episode
+    ends. The default case is the fixed instance "default" cluster (47 machines) x gpt3-1.3b
+    with the terminal reward; every episode ends with a full cost-model evaluation. The large
+    cases place gpt3-1.3b on :func:`bench_cluster` clusters of ``large`` machines; ``v0_ratio``
+    is ``hulk/Placement-v0`` on the default case, for comparison.
+
+    Args:
+        seconds: time spent on each env of each case (about ``2 x seconds`` per case).
+        data_parallel: replicas ``D`` of the model (``None`` = the model's default, 1).
+        env_id: the env measured (default ``hulk/Placement-v1``).
+        large: machines of the large-cluster cases (``()`` for none).
+
+    Returns:
+        ``env_steps_per_s``, ``cartpole_steps_per_s``, ``ratio`` and what was measured, for the
+        default case; ``env_steps_per_s_<M>`` and ``ratio_<M>`` for each large case;
+        ``v0_ratio``.
+    """
+    import hulk_env  # noqa: F401  (registers the envs)
+    from hulk_env.generators import FixedGenerator
+
+    kwargs = {} if data_parallel is None else {"generator_kwargs": {"data_parallel": data_parallel}}
+    env = gym.make(env_id, cluster=BENCH_CLUSTER, model=BENCH_MODEL, **kwargs)
+    hulk, cartpole = _measure(env, seconds)
     inst = env.unwrapped.instance
     env.close()
-    cartpole.env.close()
-    hulk_rate, hulk_episodes, cart_rate = hulk.rate, hulk.episodes, cartpole.rate
-    return {
-        "env_steps_per_s": hulk_rate,
-        "cartpole_steps_per_s": cart_rate,
-        "ratio": hulk_rate / cart_rate,
+    out = {
+        "env": env_id,
+        "env_steps_per_s": hulk.rate,
+        "cartpole_steps_per_s": cartpole.rate,
+        "ratio": hulk.rate / cartpole.rate,
         "instance": inst.instance_id,
         "machines": inst.num_machines,
         "layers": inst.num_layers,
         "data_parallel": inst.data_parallel,
         "steps_per_episode": inst.num_layers * inst.data_parallel,
-        "episodes": hulk_episodes,
+        "episodes": hulk.episodes,
         "seconds": seconds,
     }
+    for machines in large:
+        generator = FixedGenerator(cluster=bench_cluster(machines), model=BENCH_MODEL, data_parallel=data_parallel)
+        big = gym.make(env_id, generator=generator)
+        hulk, cartpole = _measure(big, seconds)
+        big.close()
+        out[f"env_steps_per_s_{machines}"] = hulk.rate
+        out[f"ratio_{machines}"] = hulk.rate / cartpole.rate
+    if env_id != "hulk/Placement-v0":
+        v0 = gym.make("hulk/Placement-v0", cluster=BENCH_CLUSTER, model=BENCH_MODEL, **kwargs)
+        hulk, cartpole = _measure(v0, seconds)
+        v0.close()
+        out["v0_ratio"] = hulk.rate / cartpole.rate
+    return out
 
 
 # ---- cost ---------------------------------------------------------------------------------------

@@ -142,6 +142,7 @@ class Witness:
         placement: ``[D, L]`` the witness ``W`` (slots before the cursor are the placed ones).
         slack: ``[M]`` capacity ``W`` leaves free on every machine.
         t: the current slot.
+        row: the open replica's row of ``W`` as a list (its placed layers are the episode's).
         count: ``[M]`` layers of the open replica on every machine in ``W``.
         depth: machines of the open replica in ``W``; ``k`` its stash count.
         partner: ``[M]`` each machine's last layer of the open replica after the current one
@@ -186,6 +187,14 @@ class Witness:
         out.__dict__.update({k: (v if k in scalars else v.copy()) for k, v in self.__dict__.items()})
         return out
 
+    def own_machine(self) -> int:
+        """The witness's machine for the current slot (always allowed)."""
+        return self.row[self.t % self._num_layers]
+
+    def placed_bytes(self, machine: int) -> float:
+        """Memory the placed slots use on ``machine``, each replica at its stash count in ``W``."""
+        return float(self._placed_before[machine]) + self._open_state[machine] + self.k * self._open_stash[machine]
+
     # ---- bookkeeping ---------------------------------------------------------------------------
     def _rebuild(self) -> None:
         """Everything derived from ``W`` and the cursor, from scratch (the cost model's rule)."""
@@ -201,7 +210,7 @@ class Witness:
             return
         self._placed_before = s.replicas_bytes(self.placement, r)
         row = self.placement[r]
-        self._row = row.tolist()
+        self.row = row.tolist()
         # the open replica's placed layers per machine: state and stash bytes (lists: scalar use)
         self._open_state = np.bincount(row[:layer], weights=s.state_bytes[:layer], minlength=m).tolist()
         self._open_stash = np.bincount(row[:layer], weights=s.stash_bytes[:layer], minlength=m).tolist()
@@ -248,7 +257,7 @@ class Witness:
         s = self.static
         mask = np.empty(s.num_machines, dtype=bool) if out is None else out
         layer = self.t % self._num_layers
-        w = self._row[layer]
+        w = self.row[layer]
         state_l, stash_l = self._state[layer], self._stash[layer]
         k = self.k
         need_l = state_l + k * stash_l
@@ -264,7 +273,7 @@ class Witness:
             self._step = (self.t, w, need_l, k, need_l, need_out, grow_ok)
             key = (need_l, need_out, grow_ok, k, self.epoch) if credit else None
             dirty, self._dirty = self._dirty, []
-            if key is not None and key == self._all_allowed and all(self._passes(i, need_l, need_out, grow_ok) for i in dirty):
+            if key is not None and key == self._all_allowed and self._all_pass(dirty, need_l, need_out, grow_ok):
                 # Every machine passed with these thresholds and only `dirty` changed since.
                 mask.fill(True)
                 return mask
@@ -308,17 +317,22 @@ class Witness:
             ok &= ~self.outside  # a new machine would deepen the open replica
         return ok
 
-    def _passes(self, i: int, need_l: float, need_out: float, grow_ok: bool) -> bool:
-        """Machine ``i``'s own swap or exchange test (exchange credit granted)."""
-        slack_i = float(self.slack[i])
-        if self.count[i]:
-            need_f = float(self.partner_need[i])
-            return slack_i >= need_l or (need_f > 0 and slack_i + need_f >= need_l)
-        return grow_ok and slack_i >= need_out
+    def _all_pass(self, machines: list[int], need_l: float, need_out: float, grow_ok: bool) -> bool:
+        """Whether each of ``machines`` passes its own swap or exchange test (exchange credit
+        granted)."""
+        slack, count, partner_need = self.slack, self.count, self.partner_need
+        for i in machines:
+            slack_i = float(slack[i])
+            if count[i]:
+                if slack_i < need_l and slack_i + float(partner_need[i]) < need_l:
+                    return False  # (a machine without partner has partner_need 0)
+            elif not grow_ok or slack_i < need_out:
+                return False
+        return True
 
     def _holds_placed(self, w: int, layer: int) -> bool:
         """Whether ``w`` holds a placed layer of the open replica."""
-        return w in self._row[:layer]
+        return w in self.row[:layer]
 
     def _exchange_mask(self, need_l: float, slack_w: float) -> np.ndarray:
         pn = self.partner_need
@@ -353,12 +367,16 @@ class Witness:
         _, w, need_l, k_in, need_in, need_out, grow_ok = self._step
         if a == w:
             return STAY
-        slack_a = float(self.slack[a])
+        return SWAP if self._swap_fits(a, k_in, need_in, need_out, grow_ok) else self._other_repair(a, w, need_l)
+
+    def _swap_fits(self, a: int, k_in: int, need_in: float, need_out: float, grow_ok: bool) -> bool:
         if self.count[a]:
-            if slack_a + (self.k - k_in) * float(self.replica_stash[a]) >= need_in:
-                return SWAP
-        elif grow_ok and slack_a >= need_out:
-            return SWAP
+            return float(self.slack[a]) + (self.k - k_in) * float(self.replica_stash[a]) >= need_in
+        return grow_ok and float(self.slack[a]) >= need_out
+
+    def _other_repair(self, a: int, w: int, need_l: float) -> int:
+        """``EXCHANGE`` or ``RELABEL`` for a machine a swap does not fit, or -1."""
+        slack_a = float(self.slack[a])
         need_f = float(self.partner_need[a])
         if need_f > 0 and slack_a + need_f >= need_l and need_f <= float(self.slack[w]) + need_l:
             return EXCHANGE
@@ -375,71 +393,72 @@ class Witness:
         t = self.t
         if self._step[0] != t:
             self.allowed()
-        w = self._step[1]
-        kind = STAY if a == w else self.repair(a)
-        if kind < 0:
-            raise ValueError(f"machine {a} is not allowed for slot {t}")
-        if kind != STAY:
+        _, w, need_l, k_in, need_in, need_out, grow_ok = self._step
+        r, layer = divmod(t, self._num_layers)
+        state_l, stash_l = self._state[layer], self._stash[layer]
+        if a == w:
+            self.touched = ()
+        elif self._swap_fits(a, k_in, need_in, need_out, grow_ok):
+            self._swap(r, layer, w, a, state_l, stash_l)
+        else:
+            kind = self._other_repair(a, w, need_l)
+            if kind < 0:
+                raise ValueError(f"machine {a} is not allowed for slot {t}")
             self.touched = (w, a)
             self._dirty += self.touched
-        else:
-            self.touched = ()
-        r, layer = divmod(t, self._num_layers)
-        if kind == RELABEL:
-            future = self.placement.ravel()[t:]
-            on_w = future == w
-            future[future == a] = w
-            future[on_w] = a
-            self.t = t + 1
-            self._rebuild()
-            return
-        if kind == SWAP:
-            self._swap(r, layer, w, a)
-        elif kind == EXCHANGE:
+            if kind == RELABEL:
+                future = self.placement.ravel()[t:]
+                on_w = future == w
+                future[future == a] = w
+                future[on_w] = a
+                self.t = t + 1
+                self._rebuild()
+                return
             self._exchange(r, layer, w, a)
-        self._open_state[a] += self._state[layer]
-        self._open_stash[a] += self._stash[layer]
-        self.t = t = t + 1
+        self._open_state[a] += state_l
+        self._open_stash[a] += stash_l
+        self.t = t + 1
         layer += 1
         if layer == self._num_layers:
-            if t < self.placement.size:
+            if t + 1 < self.placement.size:
                 self._rebuild()  # a new replica: fresh bookkeeping from the cost model's rule
-        elif self.partner[mach := self._row[layer]] == layer:
+        elif self.partner[mach := self.row[layer]] == layer:
             self._set_partner(mach, -1)  # the next slot is its machine's last layer: no partner
 
-    def _swap(self, r: int, layer: int, w: int, a: int) -> None:
+    def _swap(self, r: int, layer: int, w: int, a: int, state_l: float, stash_l: float) -> None:
+        self.touched = (w, a)
+        self._dirty += self.touched
         count = self.count
-        joins, leaves = count[a] == 0, count[w] == 1
+        joins, leaves = not count[a], count[w] == 1
         count[a] += 1
         count[w] -= 1
-        outside = self.outside
         if joins:
-            outside[a] = False
+            self.outside[a] = False
         if leaves:
-            outside[w] = True
+            self.outside[w] = True
         if joins != leaves:
-            self.depth = depth = self.depth + (1 if joins else -1)
+            self.depth += 1 if joins else -1
             k_old = self.k
-            self.k = k = self._stash_by_depth[depth]
+            self.k = k = self._stash_by_depth[self.depth]
             if k != k_old:
                 # Every machine of the replica holds (k - k_old) more micro-batches of its stash.
                 grow = k - k_old
                 self.slack -= grow * self.replica_stash
-                self.epoch += 1
                 self.partner_need += grow * self.partner_stash
+                self.epoch += 1
                 self._headroom_lb = -np.inf  # recomputed when next needed
-        stash_l = self._stash[layer]
-        need = self._state[layer] + self.k * stash_l  # slot l leaves w and joins a
+        need = state_l + self.k * stash_l  # slot l leaves w and joins a
         slack, replica_stash = self.slack, self.replica_stash
         slack[w] += need
-        slack[a] -= need
         replica_stash[w] -= stash_l
-        replica_stash[a] += stash_l
+        slack_a = float(slack[a]) - need
+        stash_a = float(replica_stash[a]) + stash_l
+        slack[a] = slack_a
+        replica_stash[a] = stash_a
         self.placement[r, layer] = a
-        self._row[layer] = a
-        h = float(slack[a]) - float(replica_stash[a])
-        if h < self._headroom_lb:
-            self._headroom_lb = h
+        self.row[layer] = a
+        if slack_a - stash_a < self._headroom_lb:
+            self._headroom_lb = slack_a - stash_a
 
     def _exchange(self, r: int, layer: int, w: int, a: int) -> None:
         f = int(self.partner[a])
@@ -451,7 +470,7 @@ class Witness:
         self.replica_stash[w] -= d_stash
         self.placement[r, layer] = a
         self.placement[r, f] = w
-        self._row[layer], self._row[f] = a, w
+        self.row[layer], self.row[f] = a, w
         self._lower_headroom(a)
         self._lower_headroom(w)
         # a's partner moves back to its previous later layer; w gains f as a later layer.

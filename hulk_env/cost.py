@@ -11,14 +11,15 @@ iteration, ``D`` replicas.
 
 Pipeline (per micro-batch):
 
-- compute on machine ``m``: ``C_m = sum_{(r,l) on m} 3 f_l / F_m`` seconds (backward = 2 x
-  forward; replicas and layers sharing a machine share its FLOP/s);
+- compute on machine ``m``: ``C_m = sum_{(r,l) on m} (3 f_l + g_l) / F_m`` seconds (backward =
+  2 x forward plus ``g_l``, the forward FLOPs activation recomputation reruns,
+  ``Workload.recompute_flops``; replicas and layers sharing a machine share its FLOP/s);
 - occupancy of the directed link ``a -> b``:
   ``X_ab = sum_{r, u->v: mach(u)=a, mach(v)=b} a_u / beta_ab`` (activations, forward)
   ``+ sum_{r, u->v: mach(u)=b, mach(v)=a} a_u / beta_ab`` (their gradients, backward).
   Latency delays a transfer but does not occupy the link; each direction is its own resource;
 - first-micro-batch latency ``P``: longest path through the placed DAG, forward then backward,
-  node weight ``f_l / F_m`` forward and ``2 f_l / F_m`` backward, cross-machine edge weight
+  node weight ``f_l / F_m`` forward and ``(2 f_l + g_l) / F_m`` backward, cross-machine edge weight
   ``alpha_ab + a_u / beta_ab`` in each direction; the backward starts at every sink once the
   forward of all sinks is done (the loss); maximum over replicas;
 - steady-state bottleneck ``B = max(max_m C_m, max_ab X_ab)``;
@@ -63,6 +64,8 @@ upper bound for the later stages). Feasible when every machine's use is ``<= mem
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -180,6 +183,36 @@ def validate_placement(
     return arr if batch else arr[None]
 
 
+class EvalCounter:
+    """Placements the cost model evaluated inside a :func:`count_evals` block (``evals``)."""
+
+    __slots__ = ("evals",)
+
+    def __init__(self) -> None:
+        self.evals = 0
+
+
+_COUNTERS: list[EvalCounter] = []
+
+
+@contextmanager
+def count_evals() -> Iterator[EvalCounter]:
+    """Count every placement :func:`evaluate`, :func:`evaluate_batch`, :func:`iteration_time` and
+    :func:`iteration_times` evaluate inside the block, whoever calls them (a method's own calls,
+    the env's, a lookahead's): honest ``cost_evals``. Blocks may nest; each counts its own."""
+    counter = EvalCounter()
+    _COUNTERS.append(counter)
+    try:
+        yield counter
+    finally:
+        _COUNTERS.remove(counter)
+
+
+def _count(placements: int) -> None:
+    for counter in _COUNTERS:
+        counter.evals += placements
+
+
 def evaluate(cluster: Cluster, workload: Workload, placement: np.ndarray) -> IterationCost:
     """Full breakdown of one placement ``[D, L]`` (scalars and per-machine arrays)."""
     batch = evaluate_batch(cluster, workload, validate_placement(placement, cluster, workload))
@@ -193,6 +226,7 @@ def evaluate_batch(cluster: Cluster, workload: Workload, placements: np.ndarray)
     ``link_s_per_mb`` is ``[N, M, M]``: for large batches prefer :func:`iteration_times`.
     """
     mach = validate_placement(placements, cluster, workload, batch=True)
+    _count(len(mach))
     compute = machine_compute_s(cluster, workload, mach)
     links = link_occupancy_s(cluster, workload, mach)
     n, m = compute.shape
@@ -228,6 +262,7 @@ def evaluate_batch(cluster: Cluster, workload: Workload, placements: np.ndarray)
 def iteration_time(cluster: Cluster, workload: Workload, placement: np.ndarray) -> float:
     """Iteration time in seconds of one placement ``[D, L]`` (memory not considered)."""
     mach = validate_placement(placement, cluster, workload)
+    _count(1)
     return float(_iteration_times(cluster, workload, mach)[0])
 
 
@@ -238,6 +273,7 @@ def iteration_times(cluster: Cluster, workload: Workload, placements: np.ndarray
     bottleneck is found by sorting each placement's transfers by link.
     """
     mach = validate_placement(placements, cluster, workload, batch=True)
+    _count(len(mach))
     times = np.empty(len(mach))
     feasible = np.empty(len(mach), dtype=bool)
     for start in range(0, len(mach), _CHUNK):
@@ -255,7 +291,7 @@ def machine_compute_s(cluster: Cluster, workload: Workload, mach: np.ndarray) ->
     """``[N, M]`` compute seconds per micro-batch on each machine, ``C_m``."""
     n, d, n_layers = mach.shape
     m = cluster.num_machines
-    flops = np.broadcast_to(TRAIN_FLOPS_FACTOR * workload.flops, (n, d, n_layers))
+    flops = np.broadcast_to(TRAIN_FLOPS_FACTOR * workload.flops + workload.recompute_flops, (n, d, n_layers))
     slots = (np.arange(n)[:, None, None] * m + mach).ravel()
     total = np.bincount(slots, weights=flops.ravel(), minlength=n * m).reshape(n, m)
     return total / cluster.flops
@@ -323,6 +359,7 @@ def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) 
         return np.array([_first_micro_batch_one(cluster, workload, mach[0])])  # [1, D]
     lat, bw, act = cluster.latency_s, cluster.bandwidth_bps, workload.activation_bytes
     fwd_s = workload.flops / cluster.flops[mach]  # [N, D, L]
+    back_s = (BACKWARD_FLOPS_FACTOR * workload.flops + workload.recompute_flops) / cluster.flops[mach]
     n_layers = workload.num_layers
     finish = [np.empty(0)] * n_layers
     for v in range(n_layers):
@@ -339,7 +376,7 @@ def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) 
         for v in workload.successors[u]:
             a, b = mach[:, :, u], mach[:, :, v]
             ready = np.maximum(ready, back[v] + lat[b, a] + act[u] / bw[b, a])
-        back[u] = ready + BACKWARD_FLOPS_FACTOR * fwd_s[:, :, u]
+        back[u] = ready + back_s[:, :, u]
     return np.max(back, axis=0)
 
 
@@ -364,6 +401,7 @@ def _first_micro_batch_one(cluster: Cluster, workload: Workload, mach: np.ndarra
     """``P_r`` per replica of one placement ``[D, L]``: :func:`first_micro_batch_s` in floats."""
     lat, bw = cluster.latency_s.item, cluster.bandwidth_bps.item
     act, flops, speed = workload.activation_bytes.tolist(), workload.flops.tolist(), cluster.flops.tolist()
+    back_flops = (BACKWARD_FLOPS_FACTOR * workload.flops + workload.recompute_flops).tolist()
     preds, succs, n_layers = workload.predecessors, workload.successors, workload.num_layers
     sinks = [v for v in range(n_layers) if not succs[v]]
     per_replica = []
@@ -383,7 +421,7 @@ def _first_micro_batch_one(cluster: Cluster, workload: Workload, mach: np.ndarra
             for v in succs[u]:
                 a, b = row[u], row[v]
                 ready = max(ready, back[v] + lat(b, a) + act[u] / bw(b, a))
-            back[u] = ready + BACKWARD_FLOPS_FACTOR * fwd[u]
+            back[u] = ready + back_flops[u] / speed[row[u]]
         per_replica.append(max(back))
     return per_replica
 

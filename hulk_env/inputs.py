@@ -9,10 +9,10 @@ Reading the bytes and parsing YAML/JSON is :mod:`hulk_env.validation.reading`.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Collection, Mapping
 
 from hulk_env.errors import HulkInputError
+from hulk_env.validation.numbers import NumberProblem, parse_number_value
 
 
 def check_keys(
@@ -55,37 +55,27 @@ def parse_number(
     minimum: float | None = None,
     positive: bool = False,
     integer: bool = False,
+    maximum: float | None = None,
+    limit: str | None = None,
 ) -> float:
     """A finite number from a file cell or a YAML/JSON scalar (numeric strings accepted).
 
+    The rule is :func:`hulk_env.validation.numbers.parse_number_value` (the one the file
+    schemas use); ``maximum`` comes from ``limit`` in :mod:`hulk_env.validation.limits`.
+
     Raises:
         HulkInputError: not a number, NaN or infinite, not an integer where one is needed,
-            not positive, or below ``minimum``; located at ``source``, ``row`` and ``field``.
+            not positive, below ``minimum`` or above ``maximum``; located at ``source``,
+            ``row`` and ``field``.
     """
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, (bool, list, dict)) or value is None:
-        raise HulkInputError(f"expected {kind}, got {value!r}", source=source, row=row, field=field)
     try:
-        number = float(str(value).strip())
-    except ValueError:
-        raise HulkInputError(
-            f"expected {kind}, got {value!r}", source=source, row=row, field=field
-        ) from None
-    if not math.isfinite(number):
-        raise HulkInputError(
-            f"must be a finite number, got {value!r}", source=source, row=row, field=field
+        return float(
+            parse_number_value(
+                value, integer=integer, ge=minimum, le=maximum, positive=positive, limit_high=limit
+            )
         )
-    if integer and number != int(number):
-        raise HulkInputError(f"expected {kind}, got {value!r}", source=source, row=row, field=field)
-    if positive and number <= 0:
-        raise HulkInputError(
-            f"must be positive, got {value!r}", source=source, row=row, field=field
-        )
-    if minimum is not None and number < minimum:
-        raise HulkInputError(
-            f"must be >= {minimum:g}, got {value!r}", source=source, row=row, field=field
-        )
-    return number
+    except NumberProblem as problem:
+        raise HulkInputError(str(problem), source=source, row=row, field=field) from None
 
 
 def relocate(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hulk_env.cluster import Cluster
+from hulk_env.validation.sizes import check_instance_size
 from hulk_env.workload import Workload
 
 
@@ -21,6 +22,9 @@ class Instance:
     cluster: Cluster
     workload: Workload
     instance_id: str = "instance"
+
+    def __post_init__(self) -> None:
+        check_instance_size(self.num_machines, self.num_layers, self.data_parallel, self.instance_id)
 
     @property
     def num_machines(self) -> int:

@@ -10,7 +10,8 @@ Semantics (``machine[D, L]`` placement, ``m`` micro-batches, SI units):
 ====================  ===========================================================================
 Compute tasks         ``F(r, j, l)``: forward of micro-batch ``j`` of replica ``r`` through layer
                       ``l`` on ``machine[r, l]``, ``f_l / F_m`` seconds; ``B(r, j, l)`` backward,
-                      ``2 f_l / F_m``. A machine runs one task at a time (replicas and layers on
+                      ``(2 f_l + g_l) / F_m`` (``g_l``: forward FLOPs activation recomputation
+                      reruns). A machine runs one task at a time (replicas and layers on
                       one machine share its FLOP/s by queueing); a task is never preempted.
 Dependencies          ``F(r, j, v)`` needs ``F(r, j, u)`` for every edge ``u -> v``; the backward
                       of a sink needs the forward of every sink of the micro-batch (the loss,
@@ -252,6 +253,7 @@ def _simulate_pipeline(
     act = workload.activation_bytes.tolist()
     speed = cluster.flops.tolist()
     flops = workload.flops.tolist()
+    recompute = workload.recompute_flops.tolist()  # rerun in the backward (recomputation)
     rows = mach.tolist()
     is_1f1b = workload.schedule == "1f1b"
 
@@ -308,7 +310,10 @@ def _simulate_pipeline(
         base_deps = fdeps if kind == 0 else bdeps
         for r in range(d):
             lrow = loc_rows[r]
-            durs = [factor * flops[layer] / speed[rows[r][layer]] for layer in range(n_layers)]
+            durs = [
+                (factor * flops[layer] + (recompute[layer] if kind else 0.0)) / speed[rows[r][layer]]
+                for layer in range(n_layers)
+            ]
             for _ in range(nmb):
                 task_mach.extend(lrow)
                 task_dur.extend(durs)

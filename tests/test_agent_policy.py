@@ -112,7 +112,7 @@ def _copy(saved: Path, tmp_path: Path) -> Path:
     [
         (lambda d: (d / "weights.pt").write_bytes(b"not a torch file"), "checksum"),
         (lambda d: (d / "weights.pt").unlink(), "not found"),
-        (lambda d: (d / "policy.json").write_text("{"), "cannot read the policy description"),
+        (lambda d: (d / "policy.json").write_text("{"), "not valid JSON"),
         (lambda d: (d / "policy.json").write_text('{"format": "other"}'), "not a hulk-policy/1"),
     ],
 )

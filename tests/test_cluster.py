@@ -54,7 +54,7 @@ def test_empty_and_duplicate_names_raise():
     with pytest.raises(HulkInputError, match="at least one machine"):
         Cluster((), np.zeros((0, 0)), np.zeros((0, 0)))
     twice = (_machines(1)[0], _machines(1)[0])
-    with pytest.raises(HulkInputError, match="duplicate machine names"):
+    with pytest.raises(HulkInputError, match="duplicate machine name"):
         Cluster(twice, np.zeros((2, 2)), np.ones((2, 2)))
 
 

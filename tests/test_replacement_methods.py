@@ -8,13 +8,8 @@ import pytest
 from hulk_env.baselines import get_method
 from hulk_env.errors import HulkInputError
 from hulk_env.generators import fixed_instance
-from hulk_env.replacement import (
-    ReplacementProblem,
-    get_replace_method,
-    parse_failures,
-    run_method,
-    standard_scenarios,
-)
+from hulk_env.replacement import ReplacementProblem, parse_failures, standard_scenarios
+from hulk_env.replacement.methods import get_replace_method, run_method
 from hulk_env.testing import placement_problems
 
 METHODS = ("scratch", "repair", "search")

@@ -10,7 +10,8 @@ import pytest
 from hulk_env import cost
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
-from hulk_env.replacement import ReplacementProblem, run_method
+from hulk_env.replacement import ReplacementProblem
+from hulk_env.replacement.methods import run_method
 from hulk_env.replacement.traces import (
     FAIL,
     RECOVER,
@@ -21,7 +22,7 @@ from hulk_env.replacement.traces import (
     random_trace,
     replay,
 )
-from tests.replacement_cases import chain_workload, cluster, three_region, two_stage
+from tests.replacement_cases import chain_workload, three_region, two_stage
 
 
 def small() -> tuple[Instance, np.ndarray]:

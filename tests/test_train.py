@@ -90,8 +90,7 @@ def test_corrupt_checkpoint_is_one_clear_error(tmp_path, run_dir):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.yaml").write_text((run_dir / "config.yaml").read_text())
-    with pytest.raises(HulkInputError, match="checkpoint not found"):
-        train(resume=broken)
+    # (no checkpoint at all restarts from step 0: tests/test_runs.py)
     (broken / CHECKPOINT).write_bytes(b"\x00garbage")
     with pytest.raises(HulkInputError) as err:
         train(resume=broken)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hulk_env.errors import HulkInputError
-from hulk_env.validation import limits, reading, schemas
+from hulk_env.validation import limits, reading, schemas, sizes
 
 LINE = schemas.LINE_KEY
 
@@ -291,8 +291,8 @@ def test_cluster_file_schema_accepts_a_valid_file():
 
 
 def test_machine_count_check_is_before_allocation():
-    schemas.check_machine_count(limits.MAX_MACHINES, "x")
-    assert "MAX_MACHINES" in _error(schemas.check_machine_count, limits.MAX_MACHINES + 1, "x")
+    sizes.check_machine_count(limits.MAX_MACHINES, "x")
+    assert "MAX_MACHINES" in _error(sizes.check_machine_count, limits.MAX_MACHINES + 1, "x")
 
 
 # ---- schemas: workload files -------------------------------------------------------------------
@@ -343,15 +343,22 @@ def test_workload_schema_covers_every_transformer_field():
 
 
 def test_check_workload_limits_on_built_models():
+    from hulk_env.cluster import get_cluster
+    from hulk_env.instance import Instance
     from hulk_env.workload import catalog
+    from hulk_env.workload.transformer import TransformerConfig
 
     gpt = catalog.get_model("gpt3-1.3b")
-    schemas.check_workload_limits(gpt, "gpt3-1.3b")
-    huge = dataclasses.replace(gpt, num_micro_batches=10**21)
-    assert "MAX_MICRO_BATCHES" in _error(schemas.check_workload_limits, huge, "x")
+    sizes.check_workload_limits(gpt, "gpt3-1.3b")
+    assert "MAX_MICRO_BATCHES" in _error(dataclasses.replace, gpt, num_micro_batches=10**21)
+    assert "MAX_DATA_PARALLEL" in _error(catalog.get_model, "gpt3-1.3b", data_parallel=10**21)
     flops = gpt.flops.copy()
     flops[3] = 1e300
-    assert "MAX_LAYER_FLOPS" in _error(schemas.check_workload_limits, dataclasses.replace(gpt, flops=flops), "x")
+    assert "MAX_LAYER_FLOPS" in _error(dataclasses.replace, gpt, flops=flops)
+    wide = catalog.get_model("gpt3-1.3b", data_parallel=1000)
+    assert "MAX_SLOTS" in _error(Instance, get_cluster("cloud-3region"), wide, "wide")
+    big = dict(name="x", num_layers=5000, hidden=64, heads=2, vocab=10, seq_len=8)
+    assert "raise layers_per_block" in _error(TransformerConfig, **big)
 
 
 # ---- schemas: policy.json and the run config ---------------------------------------------------

@@ -105,7 +105,10 @@ class _Layers(NamedTuple):
 def _layers(instance: Instance, reverse: bool) -> _Layers:
     w = instance.workload
     view = _Layers(
-        TRAIN_FLOPS_FACTOR * w.flops, cut_bytes(w), w.state_bytes_per_param * w.params, w.stash_bytes.copy()
+        TRAIN_FLOPS_FACTOR * w.flops + w.recompute_flops,  # recomputation reruns forwards
+        cut_bytes(w),
+        w.state_bytes_per_param * w.params,
+        w.stash_bytes.copy(),
     )
     return _Layers(*(a[::-1].copy() for a in view)) if reverse else view
 

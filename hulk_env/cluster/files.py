@@ -44,7 +44,13 @@ from hulk_env.inputs import (
     relocate,
 )
 from hulk_env.units import GB, TFLOPS, gbps_to_bytes_per_s, ms_to_s
-from hulk_env.validation.reading import MAPPING_SUFFIXES, read_mapping
+from hulk_env.validation import limits
+from hulk_env.validation.reading import (
+    MAPPING_SUFFIXES,
+    check_unique_names,
+    read_mapping,
+    safe_repr,
+)
 
 CLUSTER_FILE_SUFFIXES = MAPPING_SUFFIXES
 _TOP_KEYS = ("name", "description", "mfu", "machines", "links")
@@ -143,26 +149,39 @@ def _link_members(
     src: str,
     row: int | str,
     key: str,
+    index: tuple[dict[str, int], dict[str, list[int]]] | None = None,
 ) -> list[int]:
-    """Machine indices a link end names: a machine, a counted entry's name, or a region."""
+    """Machine indices a link end names: a machine, a counted entry's name, or a region.
+
+    ``index`` is ``(machine name -> index, region -> indices)``, built once per file so that
+    many links on many machines stay linear (built here when not given).
+    """
+    by_name, by_region = index or _link_index(machines)
     text = str(value).strip() if isinstance(value, (str, int)) else ""
-    for i, mc in enumerate(machines):
-        if mc.name == text:
-            return [i]
+    if text in by_name:
+        return [by_name[text]]
     if text in groups:
         return groups[text]
     city = geo.find_city(text) if text else None
     region = city.name if city is not None else text
-    members = [i for i, mc in enumerate(machines) if mc.region == region]
+    members = by_region.get(region, [])
     if not members:
-        known = [mc.name for mc in machines][:8] + list(dict.fromkeys(mc.region for mc in machines))
+        known = [mc.name for mc in machines][:8] + list(by_region)[:8]
         raise HulkInputError(
-            f"unknown machine or region {value!r}; known: {', '.join(known)}",
+            f"unknown machine or region {safe_repr(value)}; known: {', '.join(known)}",
             source=src,
             row=row,
             field=key,
         )
     return members
+
+
+def _link_index(machines: Sequence[Machine]) -> tuple[dict[str, int], dict[str, list[int]]]:
+    by_name = {mc.name: i for i, mc in enumerate(machines)}
+    by_region: dict[str, list[int]] = {}
+    for i, mc in enumerate(machines):
+        by_region.setdefault(mc.region, []).append(i)
+    return by_name, by_region
 
 
 def _apply_links(
@@ -181,31 +200,52 @@ def _apply_links(
             source=src,
             field="links",
         )
+    index = _link_index(machines)
+    regions = np.array([mc.region for mc in machines])
+    written = 0  # machine pairs the links have written so far
     for pos, link in enumerate(links, start=1):
         row = _entry_row(link, "link", pos, "{a, b, latency_ms}", _LINK_KEYS, src)
         for key in ("a", "b", "latency_ms"):
             if key not in link:
                 raise HulkInputError(f"missing {key}", source=src, row=row, field=key)
-        ends_a = _link_members(link["a"], machines, groups, src, row, "a")
-        ends_b = _link_members(link["b"], machines, groups, src, row, "b")
+        ends_a = _link_members(link["a"], machines, groups, src, row, "a", index)
+        ends_b = _link_members(link["b"], machines, groups, src, row, "b", index)
         latency_ms = parse_number(link["latency_ms"], src, row, "latency_ms", minimum=0)
         bw_gbps = None
         if link.get("bandwidth_gbps") is not None:
             bw_gbps = parse_number(link["bandwidth_gbps"], src, row, "bandwidth_gbps", positive=True)
-        pairs = [(i, j) for i in ends_a for j in ends_b if i != j]
-        if not pairs:
+        ia, ib = (a.ravel() for a in np.meshgrid(ends_a, ends_b, indexing="ij"))
+        ia, ib = ia[ia != ib], ib[ia != ib]
+        if not len(ia):
             raise HulkInputError(
                 "a link needs two different machines", source=src, row=row, field="b"
             )
-        for i, j in pairs:
-            same = machines[i].region == machines[j].region
-            if bw_gbps is not None:
-                gbps = bw_gbps
-            else:
-                gbps = geo.LAN_BANDWIDTH_GBPS if same else geo.wan_bandwidth_gbps(2 * latency_ms)
-            latency_s[i, j] = latency_s[j, i] = ms_to_s(latency_ms)
-            bandwidth_bps[i, j] = bandwidth_bps[j, i] = gbps_to_bytes_per_s(gbps)
-            imputed[i, j] = imputed[j, i] = False
+        written += len(ia)
+        if written > limits.MAX_LINK_PAIRS:
+            raise HulkInputError(
+                f"the links write more than {limits.MAX_LINK_PAIRS:,} machine pairs "
+                f"({limits.cite('MAX_LINK_PAIRS')}); name machines or regions once each",
+                source=src,
+                row=row,
+                field="links",
+            )
+        if bw_gbps is not None:
+            gbps = np.full(len(ia), bw_gbps)
+        else:
+            gbps = np.where(
+                regions[ia] == regions[ib], geo.LAN_BANDWIDTH_GBPS, geo.wan_bandwidth_gbps(2 * latency_ms)
+            )
+        latency_s[ia, ib] = latency_s[ib, ia] = ms_to_s(latency_ms)
+        bandwidth_bps[ia, ib] = bandwidth_bps[ib, ia] = gbps_to_bytes_per_s(gbps)
+        imputed[ia, ib] = imputed[ib, ia] = False
+
+
+def _check_schema(data: dict, src: str) -> None:
+    """Types, ranges and sizes (:class:`hulk_env.validation.schemas.ClusterFile`) before any
+    machine is built: a count of a million or 1e308 TFLOP/s never reaches an allocation."""
+    from hulk_env.validation.schemas import ClusterFile, validate  # pydantic: only when loading
+
+    validate(ClusterFile, data, src, rows="line")
 
 
 def load_cluster_file(path: str | Path) -> Cluster:
@@ -218,6 +258,7 @@ def load_cluster_file(path: str | Path) -> Cluster:
     file = Path(path)
     src = str(file)
     data = read_mapping(file, line_key=_LINE, what="cluster file")
+    _check_schema(data, src)
     check_keys(data, _TOP_KEYS, src, None, what="the top level", ignore=(_LINE,))
     mfu = parse_number(data.get("mfu", DEFAULT_MFU), src, None, "mfu", positive=True)
     if mfu > 1:
@@ -228,7 +269,7 @@ def load_cluster_file(path: str | Path) -> Cluster:
             "no machines: the file needs a non-empty 'machines' list", source=src, field="machines"
         )
     auto_names: dict[str, int] = {}
-    first_row: dict[str, object] = {}
+    rows: list[object] = []
     machines: list[Machine] = []
     groups: dict[str, list[int]] = {}  # name of a counted entry -> its copies, for links
     for pos, entry in enumerate(entries, start=1):
@@ -237,18 +278,9 @@ def load_cluster_file(path: str | Path) -> Cluster:
             groups[str(entry["name"]).strip()] = list(
                 range(len(machines), len(machines) + len(copies))
             )
-        for mc in copies:
-            row = entry.get(_LINE, f"machine {pos}")
-            if mc.name in first_row:
-                raise HulkInputError(
-                    f"duplicate machine name '{mc.name}' (first at row {first_row[mc.name]}); "
-                    "names must be unique",
-                    source=src,
-                    row=row,
-                    field="name",
-                )
-            first_row[mc.name] = row
-            machines.append(mc)
+        machines += copies
+        rows += [entry.get(_LINE, f"machine {pos}")] * len(copies)
+    check_unique_names([mc.name for mc in machines], src, rows)  # names unique ignoring case
     regions = [mc.region for mc in machines]
     latency_s, bandwidth_bps = geo.link_matrices(
         [mc.lat for mc in machines], [mc.lon for mc in machines], regions

@@ -20,6 +20,8 @@ from hulk_env.errors import HulkInputError
 from hulk_env.hardware import geo
 from hulk_env.hardware.gpus import DEFAULT_MFU, gpu_by_name
 from hulk_env.units import GB, TFLOPS, bytes_per_s_to_gbps, s_to_ms
+from hulk_env.validation.reading import check_unique_names
+from hulk_env.validation.sizes import check_machine_count
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,7 @@ class Cluster:
         if m < 1:
             raise HulkInputError("a cluster needs at least one machine", source=self.name)
         names = [mc.name for mc in machines]
-        if len(set(names)) != m:
-            dup = sorted({n for n in names if names.count(n) > 1})
-            raise HulkInputError(f"duplicate machine names {dup}", source=self.name)
+        check_unique_names(names, self.name)  # ignoring case: "SJ" and "sj" read alike
         lat = np.array(self.latency_s, dtype=np.float64, copy=True)
         bw = np.array(self.bandwidth_bps, dtype=np.float64, copy=True)
         imp = (
@@ -305,6 +305,7 @@ def geo_cluster(
         raise HulkInputError(
             f"machines_per_city needs one non-negative count per city, got {counts}", source=name
         )
+    check_machine_count(sum(counts), name)
     specs = [(gpu_by_name(g), int(n), float(w)) for g, n, w in gpu_mix]
     weights = np.array([w for _, _, w in specs], dtype=np.float64)
     if not specs or np.any(weights < 0) or weights.sum() <= 0:

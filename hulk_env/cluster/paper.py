@@ -9,6 +9,7 @@ ship with the package (:func:`hulk_env.cluster.builtin.paper_data_dir`, the buil
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ from hulk_env.hardware import geo
 from hulk_env.hardware.gpus import DEFAULT_MFU, gpus_from_total_memory
 from hulk_env.inputs import parse_number, relocate
 from hulk_env.units import GB
+from hulk_env.validation import limits
+from hulk_env.validation.reading import read_text, safe_repr
 
 HULK_NODE_FILE = "node_feature.csv"
 HULK_EDGE_FILE = "edge.txt"
@@ -75,15 +78,15 @@ class CleaningReport:
         return out
 
 
-def _require_file(file: Path, name: str) -> str:
-    """``file`` as a message source, once it is known to exist."""
-    if not file.is_file():
+def _read_file(file: Path, name: str) -> tuple[str, str]:
+    """``(file as a message source, its text)``, read safely (size, file type, UTF-8)."""
+    if not file.exists() and not file.is_symlink():
         raise HulkInputError(
             f"missing {name}: the paper's format is a directory holding "
             f"{HULK_NODE_FILE} and {HULK_EDGE_FILE}",
             source=str(file),
         )
-    return str(file)
+    return str(file), read_text(file, limits.MAX_TEXT_FILE_BYTES, what=name)
 
 
 def _check_columns(
@@ -99,12 +102,12 @@ def _check_columns(
 
 def _read_hulk_nodes(file: Path, mfu: float) -> tuple[list[Machine], dict[int, int], int]:
     """Machines of ``node_feature.csv``, the node id -> index map, and stripped-cell count."""
-    src = _require_file(file, HULK_NODE_FILE)
-    with file.open(newline="", encoding="utf-8-sig") as fh:
-        rows = list(csv.reader(fh))
-    header = [c.strip().lower() for c in rows[0]] if rows else []
+    src, text = _read_file(file, HULK_NODE_FILE)
+    rows = csv.reader(io.StringIO(text, newline=""))  # lazily: a huge file stops at the limit
+    first = next(rows, None)
+    header = [c.strip().lower() for c in first] if first else []
     if header != [c.lower() for c in HULK_NODE_COLUMNS]:
-        got = ",".join(rows[0]) if rows else "an empty file"
+        got = safe_repr(",".join(first)) if first else "an empty file"
         raise HulkInputError(
             f"expected the header {','.join(HULK_NODE_COLUMNS)}, got {got}",
             source=src,
@@ -114,9 +117,15 @@ def _read_hulk_nodes(file: Path, mfu: float) -> tuple[list[Machine], dict[int, i
     machines: list[Machine] = []
     index: dict[int, int] = {}
     stripped = 0
-    for line, cells in enumerate(rows[1:], start=2):
+    for line, cells in enumerate(rows, start=2):
         if not any(c.strip() for c in cells):
             continue  # blank line
+        if len(machines) == limits.MAX_MACHINES:
+            raise HulkInputError(
+                f"more than {limits.MAX_MACHINES:,} machines ({limits.cite('MAX_MACHINES')})",
+                source=src,
+                row=line,
+            )
         _check_columns(cells, HULK_NODE_COLUMNS, ",", src, line)
         stripped += sum(c != c.strip() for c in cells)
         node_s, city_s, cc_s, mem_s = (c.strip() for c in cells)
@@ -128,7 +137,10 @@ def _read_hulk_nodes(file: Path, mfu: float) -> tuple[list[Machine], dict[int, i
         except HulkInputError as err:
             raise relocate(err, src, line, "City") from None
         parse_number(cc_s, src, line, "Capability", positive=True)
-        memory_gb = parse_number(mem_s, src, line, "Memory", positive=True)
+        memory_gb = parse_number(
+            mem_s, src, line, "Memory", positive=True,
+            maximum=limits.MAX_MACHINE_MEMORY_BYTES / GB, limit="MAX_MACHINE_MEMORY_BYTES",
+        )  # fmt: skip
         try:
             gpu, n = gpus_from_total_memory(cc_s, memory_gb)
         except HulkInputError as err:
@@ -155,10 +167,10 @@ def _read_hulk_edges(
     file: Path, index: dict[int, int]
 ) -> tuple[dict[tuple[int, int], list[float]], int]:
     """RTTs in ms of ``edge.txt`` per unordered machine-index pair, and the self-loop count."""
-    src = _require_file(file, HULK_EDGE_FILE)
+    src, content = _read_file(file, HULK_EDGE_FILE)
     pairs: dict[tuple[int, int], list[float]] = {}
     self_loops = 0
-    with file.open(encoding="utf-8") as fh:
+    with io.StringIO(content) as fh:
         for line, text in enumerate(fh, start=1):
             cells = text.split()
             if not cells or cells[0].startswith("#"):
@@ -175,7 +187,9 @@ def _read_hulk_edges(
                         field=field_name,
                     )
                 ends.append(index[node])
-            rtt_ms = parse_number(cells[2], src, line, "latency_ms")
+            rtt_ms = parse_number(
+                cells[2], src, line, "latency_ms", maximum=limits.MAX_LATENCY_MS, limit="MAX_LATENCY_MS"
+            )
             if rtt_ms < 0:
                 raise HulkInputError(
                     f"negative latency {rtt_ms:g} ms; a round-trip time is >= 0",

@@ -15,6 +15,7 @@ from hulk_env.env.observation import (
     build_static,
     observation_space,
 )
+from hulk_env.env.observation_v1 import MACHINE_FEATURES_V1, observation_floats
 from hulk_env.env.placement_env import (
     ENV_ID,
     INVALID_ACTION_MODES,
@@ -23,10 +24,15 @@ from hulk_env.env.placement_env import (
     placement_info,
     render_state,
 )
+from hulk_env.env.placement_env_v1 import ENV_ID_V1, PlacementEnvV1
 from hulk_env.env.state import EpisodeState, fallback_machine
 
 __all__ = [
     "ENV_ID",
+    "ENV_ID_V1",
+    "MACHINE_FEATURES_V1",
+    "PlacementEnvV1",
+    "observation_floats",
     "GLOBAL_FEATURES",
     "INVALID_ACTION_MODES",
     "LAYER_FEATURES",

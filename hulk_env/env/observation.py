@@ -16,6 +16,7 @@ import numpy as np
 from gymnasium import spaces
 
 from hulk_env import cost
+from hulk_env.completion import MEMORY_RTOL  # the masks' memory margin (v0 and v1 alike)
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import capacity_reason
 from hulk_env.instance import Instance
@@ -64,10 +65,6 @@ CLIP = 1.5  # upper bound of the log-scaled features
 MACHINE_HIGH = np.array([CLIP, 1, CLIP, 1, 1, 1, 1, 1, 1], dtype=np.float32)
 LAYER_HIGH = np.array([CLIP, 1, CLIP, CLIP, CLIP, 1, 1, 1, 1, 1], dtype=np.float32)
 GLOBAL_HIGH = np.array([1, 1, CLIP, 1, 1], dtype=np.float32)
-# The mask keeps every machine at most (1 - MEMORY_RTOL) of its memory, so that rounding in a
-# different summation order (cost.memory_use_bytes) can never turn a masked-feasible placement
-# into an infeasible one; 1e-9 of 80 GB is 80 bytes.
-MEMORY_RTOL = 1e-9
 
 
 def observation_space(max_machines: int, max_layers: int, max_edges: int) -> spaces.Dict:
@@ -144,8 +141,13 @@ class StaticParts:
     globals_: np.ndarray
 
 
-def build_static(instance: Instance, max_machines: int, max_layers: int, max_edges: int) -> StaticParts:
+def build_static(
+    instance: Instance, max_machines: int, max_layers: int, max_edges: int, dense_links: bool = True
+) -> StaticParts:
     """Reference placement and padded static observation parts of one instance.
+
+    ``dense_links=False`` leaves ``links`` empty (``[0, 0, 2]``): Placement-v1 observes sparse
+    neighbour lists instead of the ``[M, M, 2]`` matrix.
 
     Raises:
         HulkInputError: the naive placement (the reward's reference) does not fit in memory.
@@ -164,7 +166,7 @@ def build_static(instance: Instance, max_machines: int, max_layers: int, max_edg
     balanced = d * float(train_flops.sum()) / float(flops.sum())
     arrays = (
         _machine_features(instance, max_machines),
-        _links(instance, max_machines),
+        _links(instance, max_machines) if dense_links else np.zeros((0, 0, len(LINK_FEATURES)), dtype=np.float32),
         _layer_features(instance, max_layers),
         *_edges(instance, max_edges),
         _mask(m, max_machines),
@@ -215,13 +217,23 @@ def _machine_features(instance: Instance, max_machines: int) -> np.ndarray:
     return mf
 
 
+def latency_feature(latency_s: np.ndarray) -> np.ndarray:
+    """``LINK_FEATURES[0]``: ``clip(log10(1 + latency / 1 ms) / 3, 0, 1.5)``."""
+    return np.clip(np.log10(1.0 + np.asarray(latency_s) / 1e-3) / 3.0, 0, CLIP)
+
+
+def bandwidth_feature(bandwidth_bps: np.ndarray) -> np.ndarray:
+    """``LINK_FEATURES[1]``: ``clip(log10(bytes/s / 1e6) / 4, 0, 1.5)`` (1.5 for a machine to itself)."""
+    with np.errstate(divide="ignore"):
+        return np.clip(np.log10(np.asarray(bandwidth_bps) / 1e6) / 4.0, 0, CLIP)
+
+
 def _links(instance: Instance, max_machines: int) -> np.ndarray:
     c = instance.cluster
     m = c.num_machines
     links = np.zeros((max_machines, max_machines, len(LINK_FEATURES)), dtype=np.float32)
-    links[:m, :m, 0] = np.clip(np.log10(1.0 + c.latency_s / 1e-3) / 3.0, 0, CLIP)
-    with np.errstate(divide="ignore"):
-        links[:m, :m, 1] = np.clip(np.log10(c.bandwidth_bps / 1e6) / 4.0, 0, CLIP)
+    links[:m, :m, 0] = latency_feature(c.latency_s)
+    links[:m, :m, 1] = bandwidth_feature(c.bandwidth_bps)
     return links
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from gymnasium import spaces
 
 from hulk_env import cost
-from hulk_env.env.observation import StaticParts, build_static, observation_space
+from hulk_env.env.observation import build_static, observation_space
 from hulk_env.env.state import (
     EpisodeState,
     apply,
@@ -176,8 +176,8 @@ class PlacementEnv(gym.Env):
             )
         self.render_mode = render_mode
         self.action_space = spaces.Discrete(self.max_machines)
-        self.observation_space = observation_space(self.max_machines, self.max_layers, self.max_edges)
-        self._statics: OrderedDict[int, StaticParts] = OrderedDict()
+        self.observation_space = self._observation_space()
+        self._statics: OrderedDict[int, Any] = OrderedDict()
         self._state: EpisodeState | None = None
 
     # ---- Gymnasium API ----------------------------------------------------------------------
@@ -196,9 +196,9 @@ class PlacementEnv(gym.Env):
                 f"options['instance'] must be a hulk_env.Instance, got {type(instance).__name__}"
             )
         static = self._static_parts(instance)
-        self._state = new_state(static, self.max_machines)
+        self._state = self._new_state(static)
         self.reward_fn.reset()
-        update_mask(self._state)
+        self._update_mask(self._state)
         if np.count_nonzero(self._state.mask) == 0:
             # Only possible when the naive placement fills a machine to within MEMORY_RTOL.
             raise HulkInputError(
@@ -208,7 +208,7 @@ class PlacementEnv(gym.Env):
         info = {
             "action_mask": self._state.mask.copy(),
             "instance_id": instance.instance_id,
-            "reference_time_s": static.reference_time_s,
+            "reference_time_s": self._state.static.reference_time_s,
         }
         return self._observation(), info
 
@@ -222,8 +222,8 @@ class PlacementEnv(gym.Env):
             s.invalid_actions += 1
             if self.invalid_action == "penalty":
                 return self._penalty_step(s)
-            a = fallback_machine(s)
-        apply(s, a)
+            a = self._fallback_machine(s)
+        self._apply(s, a)
         static = s.static
         outcome = None
         info: dict[str, Any] = {"invalid_action": invalid, "applied_action": a}
@@ -231,7 +231,7 @@ class PlacementEnv(gym.Env):
             s.ended = True
             outcome = self._finish(s, info)
         else:
-            update_mask(s)
+            self._update_mask(s)
             if np.count_nonzero(s.mask) == 0:  # 5x faster than .any() on small arrays
                 s.ended = s.dead_end = True
                 outcome = DEAD_END_REWARD
@@ -239,22 +239,19 @@ class PlacementEnv(gym.Env):
         if s.ended:
             # No action follows a final observation; see the class docstring.
             s.mask[: static.instance.num_machines] = True
-        if self.reward_fn.needs_transition:
-            inst = static.instance
-            reward = self.reward_fn(
-                Transition(
-                    inst.cluster,
-                    inst.workload,
-                    s.placement,
-                    static.reference_placement,
-                    static.reference_time_s,
-                    outcome,
-                )
-            )
-        else:
-            reward = 0.0 if outcome is None else outcome
+        reward = self._reward(s, outcome)
         info["action_mask"] = s.mask.copy()
         return self._observation(), reward, s.ended, False, info
+
+    def _reward(self, s: EpisodeState, outcome: float | None) -> float:
+        """The step's reward: the episode's value at its end (``outcome``), shaped if dense."""
+        if not self.reward_fn.needs_transition:
+            return 0.0 if outcome is None else outcome
+        static = s.static
+        inst = static.instance
+        return self.reward_fn(
+            Transition(inst.cluster, inst.workload, s.placement, static.reference_placement, static.reference_time_s, outcome)
+        )
 
     def action_masks(self) -> np.ndarray:
         """``[max_machines]`` bool: the machines the current slot may go to (sb3-contrib)."""
@@ -298,7 +295,25 @@ class PlacementEnv(gym.Env):
         """The naive placement of the current instance (the reward's reference)."""
         return self.state.static.reference_placement.copy()
 
-    # ---- internals --------------------------------------------------------------------------
+    # ---- internals (the version-specific parts: Placement-v1 overrides these) ---------------------
+    def _observation_space(self) -> spaces.Dict:
+        return observation_space(self.max_machines, self.max_layers, self.max_edges)
+
+    def _build_static(self, instance: Instance) -> Any:
+        return build_static(instance, self.max_machines, self.max_layers, self.max_edges)
+
+    def _new_state(self, static: Any) -> EpisodeState:
+        return new_state(static, self.max_machines)
+
+    def _update_mask(self, s: EpisodeState) -> None:
+        update_mask(s)
+
+    def _apply(self, s: EpisodeState, a: int) -> None:
+        apply(s, a)
+
+    def _fallback_machine(self, s: EpisodeState) -> int:
+        return fallback_machine(s)
+
     def _penalty_step(self, s: EpisodeState) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         truncated = s.invalid_actions >= s.placement.size
         info: dict[str, Any] = {"invalid_action": True, "applied_action": -1}
@@ -341,14 +356,14 @@ class PlacementEnv(gym.Env):
             "action_mask": s.mask.astype(np.float32),
         }
 
-    def _static_parts(self, instance: Instance) -> StaticParts:
+    def _static_parts(self, instance: Instance) -> Any:
         key = id(instance)
         static = self._statics.get(key)
         if static is not None and static.instance is instance:
             self._statics.move_to_end(key)
             return static
         Padding(self.max_machines, self.max_layers, self.max_edges).check_fits(instance)
-        static = build_static(instance, self.max_machines, self.max_layers, self.max_edges)
+        static = self._build_static(instance)
         self._statics[key] = static
         if len(self._statics) > STATIC_CACHE_SIZE:
             self._statics.popitem(last=False)

@@ -32,7 +32,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,7 @@ from hulk_env.evaluation.results import (
     read_results_csv,
     write_csv,
 )
-from hulk_env.evaluation.runner import MethodFn
-from hulk_env.evaluation.runner import _Progress as Progress  # noqa: F401 (made public in phase B)
-from hulk_env.evaluation.runner import _rows_for_instance as rows_for_instance
-from hulk_env.evaluation.runner import _run_one as run_one
+from hulk_env.evaluation.runner import MethodFn, Progress, rows_for_instance, run_one
 from hulk_env.evaluation.search_reference import instance_fingerprint
 from hulk_env.files import atomic_write_text
 from hulk_env.instance import Instance
@@ -135,21 +132,11 @@ def run_task(task: Task, fn: MethodFn, instance: Instance, budget: int | None) -
     return TaskResult(task, t, reference, int(evals), wall, reason)
 
 
-def row_of(result: TaskResult, gap_to_best: float = math.nan) -> ResultRow:
-    """The result row of one finished task (``gap_to_best`` once the instance is complete)."""
-    t, ref = result.iteration_time_s, result.reference_time_s
-    feasible = not math.isnan(t)
-    return ResultRow(
-        instance=result.task.instance_id,
-        method=result.task.method,
-        iteration_time_s=t,
-        speedup_vs_naive=ref / t if feasible and not math.isnan(ref) else math.nan,
-        gap_to_best=gap_to_best,
-        cost_evals=result.cost_evals,
-        wall_s=result.wall_s,
-        feasible=feasible,
-        reason=result.reason,
-    )
+def row_of(result: TaskResult) -> ResultRow:
+    """The result row of one finished task, as saved while the run goes on: ``gap_to_best``
+    is ``nan`` until the final write (it needs every method of the instance)."""
+    (row,) = rows_for_instance(result.task.instance_id, {result.task.method: result.raw}, result.reference_time_s)
+    return replace(row, gap_to_best=math.nan)
 
 
 def rows_equal(a: Sequence[Mapping[str, Any] | ResultRow], b: Sequence[Mapping[str, Any] | ResultRow]) -> bool:
@@ -422,7 +409,11 @@ def _run_on_ray(
     """
     ray = import_ray()
     with ray_session(address, workers) as cpus:
-        limit = workers or max(1, cpus)
+        limit = min(workers or cpus, cpus) if cpus > 0 else 1
+        # With no more CPUs than workers Ray itself runs at most `limit` tasks at a time:
+        # submit every task, so a free CPU takes the next one without waiting for this loop.
+        # On a larger cluster keep `limit` tasks in flight.
+        in_flight = len(todo) if (workers is None or cpus <= workers) else limit
         remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(run_task)
         # One copy of each instance and method in the object store, not one per task.
         inst_refs = {i: ray.put(by_id[i]) for i in dict.fromkeys(t.instance_id for t in todo)}
@@ -431,7 +422,7 @@ def _run_on_ray(
         pending: list = []
         try:
             while queue or pending:
-                while queue and len(pending) < limit:
+                while queue and len(pending) < in_flight:
                     t = queue.pop()
                     pending.append(remote.remote(t, fn_refs[t.method], inst_refs[t.instance_id], budgets[t.method]))
                 ready, pending = ray.wait(pending, num_returns=1)
@@ -491,7 +482,8 @@ def ray_session(address: str, workers: int | None = None) -> Iterator[int]:
 
 BENCH_SUITE = "tiny-v0"
 BENCH_METHODS = ("genetic", "anneal", "random")
-BENCH_BUDGET = 3000
+BENCH_BUDGET = 10_000
+BENCH_SLICES = 4  # alternating serial / Ray slices, so that other load affects both alike
 
 
 def bench_evaluate(
@@ -500,18 +492,22 @@ def bench_evaluate(
     methods: Sequence[str] = BENCH_METHODS,
     budget: int = BENCH_BUDGET,
     limit: int | None = None,
+    slices: int = BENCH_SLICES,
     work_dir: str | Path | None = None,
 ) -> dict:
     """The same evaluation serially and on a local Ray with ``workers`` CPUs, in one run.
 
-    Both go through :func:`evaluate_tasks` into fresh directories (the Ray run writes its
-    ``results.csv`` as incrementally as the serial one). ``ray_s`` is timed from the first
-    task submitted to the final files written, on a Ray started just before (as a cluster
-    would be running already): starting and stopping the local Ray are not counted.
+    The suite's instances are cut into ``slices`` consecutive slices; each slice runs serially
+    and on Ray (alternating which goes first), both through :func:`evaluate_tasks` into fresh
+    directories, so that load from other processes that comes and goes affects both alike.
+    ``ray_s`` is timed from the first task submitted to the final files written, on a Ray
+    started once before the first slice (as a cluster would be running already): starting and
+    stopping the local Ray are not counted; its workers' first imports are.
 
     Returns:
         ``tasks``, ``serial_s``, ``ray_s``, ``workers``, ``speedup`` (``serial_s / ray_s``) and
-        ``rows_equal`` (both ``results.csv`` have the same rows apart from ``wall_s``).
+        ``rows_equal`` (the serial and the Ray ``results.csv`` files have the same rows apart
+        from ``wall_s``).
     """
     import tempfile
 
@@ -519,21 +515,25 @@ def bench_evaluate(
 
     instances = load_suite(suite)[:limit]
     budgets = {m: budget for m in methods}
-    with tempfile.TemporaryDirectory(prefix="hulk-bench-evaluate-", dir=work_dir) as tmp:
-        serial_dir, ray_dir = Path(tmp) / "serial", Path(tmp) / "ray"
-        start = time.perf_counter()
-        serial = evaluate_tasks(instances, methods, serial_dir, budgets=budgets, progress=False)
-        serial_s = time.perf_counter() - start
-        with ray_session("local", workers):
-            start = time.perf_counter()
-            evaluate_tasks(instances, methods, ray_dir, budgets=budgets, ray="local", workers=workers, progress=False)
-            ray_s = time.perf_counter() - start
-        equal = rows_equal(read_results_csv(serial_dir / "results.csv"), read_results_csv(ray_dir / "results.csv"))
+    cuts = [instances[k::slices] for k in range(min(slices, len(instances)))]
+    seconds = {"serial": 0.0, "ray": 0.0}
+    saved: dict[str, list] = {"serial": [], "ray": []}
+    with tempfile.TemporaryDirectory(prefix="hulk-bench-evaluate-", dir=work_dir) as tmp, ray_session("local", workers):
+        for k, part in enumerate(cuts):
+            for how in ("serial", "ray") if k % 2 == 0 else ("ray", "serial"):
+                out = Path(tmp) / f"{how}-{k}"
+                start = time.perf_counter()
+                evaluate_tasks(
+                    part, methods, out, budgets=budgets, progress=False,
+                    ray=None if how == "serial" else "local", workers=workers,
+                )
+                seconds[how] += time.perf_counter() - start
+                saved[how] += read_results_csv(out / "results.csv")
     return {
-        "tasks": len(serial.rows),
-        "serial_s": round(serial_s, 3),
-        "ray_s": round(ray_s, 3),
+        "tasks": len(instances) * len(methods),
+        "serial_s": round(seconds["serial"], 3),
+        "ray_s": round(seconds["ray"], 3),
         "workers": workers,
-        "speedup": round(serial_s / ray_s, 3),
-        "rows_equal": equal,
+        "speedup": round(seconds["serial"] / seconds["ray"], 3),
+        "rows_equal": rows_equal(saved["serial"], saved["ray"]),
     }

@@ -64,14 +64,14 @@ def run_methods(
     table = {n: extra[n] if n in extra else get_method(n) for n in names}
     budgets = dict(budgets or {})
     rows: list[ResultRow] = []
-    with _Progress(progress, len(instances) * len(names)) as advance:
+    with Progress(progress, len(instances) * len(names)) as advance:
         for inst in instances:
             raw = {}
             for n in names:
-                raw[n] = _run_one(table[n], inst, seed, budgets.get(n))
+                raw[n] = run_one(table[n], inst, seed, budgets.get(n))
                 advance(f"{inst.instance_id} {n}")
-            reference = raw["naive"][0] if "naive" in raw else _run_one(naive, inst, seed, None)[0]
-            rows += _rows_for_instance(inst.instance_id, raw, reference)
+            reference = raw["naive"][0] if "naive" in raw else run_one(naive, inst, seed, None)[0]
+            rows += rows_for_instance(inst.instance_id, raw, reference)
     return rows
 
 
@@ -96,8 +96,9 @@ def evaluate_suite(
     return rows
 
 
-def _run_one(fn: MethodFn, inst: Instance, seed: int, budget: int | None) -> tuple[float, int, float, str]:
-    """``(iteration_time_s or nan, cost_evals, wall_s, reason)``."""
+def run_one(fn: MethodFn, inst: Instance, seed: int, budget: int | None) -> tuple[float, int, float, str]:
+    """One method on one instance, checked by the cost model (one task of
+    :mod:`hulk_env.evaluation.distributed`): ``(iteration_time_s or nan, cost_evals, wall_s, reason)``."""
     start = time.perf_counter()
     try:
         result = fn(inst, seed, budget)
@@ -112,7 +113,8 @@ def _run_one(fn: MethodFn, inst: Instance, seed: int, budget: int | None) -> tup
     return float(breakdown.iteration_time_s), result.cost_evals, wall, ""
 
 
-def _rows_for_instance(instance_id: str, raw: dict, reference: float) -> list[ResultRow]:
+def rows_for_instance(instance_id: str, raw: dict, reference: float) -> list[ResultRow]:
+    """The rows of one instance from ``{method: run_one(...)}`` and the naive time ``reference``."""
     times = [t for t, *_ in raw.values() if not math.isnan(t)]
     best = min(times) if times else math.nan
     rows = []
@@ -134,7 +136,7 @@ def _rows_for_instance(instance_id: str, raw: dict, reference: float) -> list[Re
     return rows
 
 
-class _Progress:
+class Progress:
     """A rich progress bar when enabled; ``advance(label)`` after each run."""
 
     def __init__(self, enabled: bool, total: int) -> None:

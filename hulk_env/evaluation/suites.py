@@ -14,9 +14,19 @@ Suites (a suite's instances never change under its name; a new design gets a new
              1-4 mid-size machines each, models that need 45-90% of all memory.
 ``paper-v0`` the paper's 47 machines (its ``node_feature.csv`` and ``edge.txt``, shipped in the
              package; ``hulk_data`` reads another copy) x GPT-3 1.3B-175B and LLaMA-65B, D in {1, 2}.
+``unseen-v0`` 22 clusters of 8-512 machines over ``UNSEEN_CITIES`` (never in an agent's training
+             pool) x GPT-3 1.3B-175B and LLaMA-65B, D in {1, 2, 4}; 9 memory-tight (the model
+             needs 45-90% of all memory, up to 256 machines). What agents are reported on.
+``val-v0``   12 clusters of 8-256 machines over ``VALIDATION_CITIES``, built the same way from
+             other seeds: where agents choose checkpoints and settings, never on ``unseen-v0``.
 ===========  ===============================================================================
 
 Every instance of every suite is feasible: the ``naive`` placement fits in memory.
+
+**City split.** ``TRAINING_CITIES``, ``VALIDATION_CITIES`` and ``UNSEEN_CITIES`` are disjoint and
+each spans every continent. Agent training distributions draw clusters from ``TRAINING_CITIES``
+only (the 12 cities of the paper's cluster among them), so ``val-v0`` and ``unseen-v0`` hold
+clusters no training run has seen.
 """
 
 from __future__ import annotations
@@ -93,11 +103,59 @@ PAPER_V0_CASES = (
     ("gpt3-175b", 1),
 )
 
+# ---- held-out suites: the city split, unseen-v0 and val-v0 -------------------------------------
+
+UNSEEN_CITIES = (
+    "Amsterdam", "Helsinki", "Madrid", "Warsaw",  # Europe
+    "Ashburn", "Chicago", "Toronto", "Queretaro",  # North America
+    "Singapore", "Seoul", "Mumbai", "Dubai",  # Asia
+    "Sydney", "Santiago", "Johannesburg", "Lagos",  # Oceania, South America, Africa
+)  # fmt: skip
+VALIDATION_CITIES = (
+    "Dublin", "Zurich", "Stockholm",  # Europe
+    "Seattle", "Dallas", "Montreal",  # North America
+    "Osaka", "Hong Kong", "Bangkok", "Tel Aviv",  # Asia
+    "Melbourne", "Bogota", "Nairobi",  # Oceania, South America, Africa
+)  # fmt: skip
+TRAINING_CITIES = tuple(c for c in sorted(geo.CITIES) if c not in UNSEEN_CITIES + VALIDATION_CITIES)
+
+HELDOUT_GPU_MIX = GEO_V0_GPU_MIX
+# Memory-tight cases draw GPUs from these mixes in turn until the model needs HELDOUT_TIGHTNESS of
+# the cluster's memory: small boxes; boxes that each hold a coarse layer of the 175B class
+# (about 104 GB with 8 micro-batches); mid-size boxes.
+SMALL_GPU_MIX = (("T4", 4, 1.0), ("A10", 4, 1.0), ("V100-16GB", 4, 1.0), ("GTX-1080", 8, 1.0), ("V100-32GB", 4, 1.0))
+FLOOR_GPU_MIX = (("V100-32GB", 4, 2.0), ("T4", 8, 1.0), ("A10", 8, 1.0), ("V100-32GB", 8, 1.0), ("A100-40GB", 4, 1.0))
+MEDIUM_GPU_MIX = HARD_V0_GPU_MIX
+HELDOUT_TIGHTNESS = (0.45, 0.9)
+HELDOUT_DRAWS = 40  # cluster draws per GPU mix
+
+UNSEEN_V0_SEED = 20243
+# (machines, model, replicas, memory-tight)
+UNSEEN_V0_CASES = (
+    (8, "gpt3-1.3b", 1, False), (8, "gpt3-1.3b", 4, True), (8, "gpt3-6.7b", 1, True),
+    (16, "gpt3-2.7b", 2, False), (16, "gpt3-13b", 1, True), (16, "gpt3-2.7b", 4, True),
+    (32, "gpt3-6.7b", 2, False), (32, "llama-65b", 1, True), (32, "gpt3-13b", 2, False),
+    (64, "gpt3-1.3b", 4, False), (64, "gpt3-13b", 1, False), (64, "gpt3-175b", 1, True),
+    (128, "gpt3-2.7b", 4, False), (128, "llama-65b", 4, True), (128, "gpt3-175b", 2, True),
+    (256, "gpt3-6.7b", 4, False), (256, "gpt3-175b", 4, True), (256, "llama-65b", 2, False),
+    (512, "gpt3-1.3b", 4, False), (512, "gpt3-13b", 2, False), (512, "llama-65b", 4, False),
+    (512, "gpt3-175b", 4, False),
+)  # fmt: skip
+VAL_V0_SEED = 20244
+VAL_V0_CASES = (
+    (8, "gpt3-2.7b", 2, False), (8, "gpt3-6.7b", 1, True), (16, "gpt3-2.7b", 4, True),
+    (16, "gpt3-6.7b", 1, False), (32, "gpt3-13b", 1, False), (32, "llama-65b", 1, True),
+    (64, "gpt3-6.7b", 2, False), (64, "gpt3-175b", 1, True), (128, "gpt3-13b", 4, False),
+    (128, "llama-65b", 4, True), (256, "llama-65b", 2, False), (256, "gpt3-2.7b", 4, False),
+)  # fmt: skip
+
 SUITES: dict[str, str] = {
     "tiny-v0": f"{TINY_V0_SIZE} toy instances with a known optimum (exhaustive search)",
     "geo-v0": f"{GEO_V0_SIZE} random geo clusters (8-64 machines) x models 125M-175B, D in 1/2/4",
     "hard-v0": f"{HARD_V0_SIZE} memory-tight, cross-continent instances",
     "paper-v0": f"the paper's 47 machines x {len(PAPER_V0_CASES)} model/D cases",
+    "unseen-v0": f"{len(UNSEEN_V0_CASES)} clusters (8-512 machines) over cities outside every training pool",
+    "val-v0": f"{len(VAL_V0_CASES)} clusters (8-256 machines) over the validation cities (checkpoint selection)",
 }
 
 
@@ -124,6 +182,10 @@ def load_suite(name: str, hulk_data: str | Path | None = None) -> list[Instance]
         return _geo_v0()
     if key == "hard-v0":
         return _hard_v0()
+    if key == "unseen-v0":
+        return _heldout_suite(UNSEEN_V0_CASES, UNSEEN_V0_SEED, UNSEEN_CITIES, "unseen-v0")
+    if key == "val-v0":
+        return _heldout_suite(VAL_V0_CASES, VAL_V0_SEED, VALIDATION_CITIES, "val-v0")
     if key == "paper-v0":
         return _paper_v0(paper_data_dir() if hulk_data is None else Path(hulk_data))
     raise HulkInputError(f"unknown suite '{name}'; choose one of {', '.join(SUITES)}", field="suite")
@@ -191,6 +253,45 @@ def _draw_hard_instance(rng: np.random.Generator, instance_id: str) -> Instance:
         if low <= memory_tightness(inst) <= high and reference_fits(inst):
             return inst
     raise RuntimeError(f"{instance_id}: no feasible memory-tight draw")  # a suite design bug
+
+
+def _heldout_suite(cases: tuple, seed: int, cities: tuple[str, ...], name: str) -> list[Instance]:
+    return [
+        _draw_heldout_instance(np.random.default_rng([seed, i]), m, model, d, tight, cities, f"{name}/{i}")
+        for i, (m, model, d, tight) in enumerate(cases)
+    ]
+
+
+def heldout_regions(machines: int, cities: int) -> int:
+    """Cities in a held-out cluster: about ``sqrt(machines)``, at least 2, at most ``cities``."""
+    return int(np.clip(round(np.sqrt(machines)), 2, cities))
+
+
+def _draw_heldout_instance(
+    rng: np.random.Generator, machines: int, model: str, replicas: int, tight: bool, cities: tuple[str, ...], instance_id: str
+) -> Instance:
+    """A feasible cluster of ``machines`` over ``cities`` for ``model``. Memory-tight: exactly
+    ``replicas`` replicas, 8 micro-batches, 1F1B, a GPU mix where the model needs
+    ``HELDOUT_TIGHTNESS`` of all memory; otherwise fewer replicas if they do not fit, 8 or 16
+    micro-batches, GPipe one time in five."""
+    regions = min(heldout_regions(machines, len(cities)), machines)
+    low, high = HELDOUT_TIGHTNESS
+    for mix in (SMALL_GPU_MIX, FLOOR_GPU_MIX, MEDIUM_GPU_MIX) if tight else (HELDOUT_GPU_MIX,):
+        for _ in range(HELDOUT_DRAWS):
+            chosen = [str(c) for c in rng.choice(cities, regions, replace=False)]
+            counts = 1 + rng.multinomial(machines - regions, np.full(regions, 1.0 / regions))
+            cluster = geo_cluster(
+                chosen, [int(c) for c in counts], mix, seed=int(rng.integers(2**31)), name=instance_id,
+                link_noise=GEO_V0_LINK_NOISE,
+            )  # fmt: skip
+            micro_batches = 8 if tight else int(rng.choice([8, 16]))
+            schedule = "gpipe" if not tight and rng.random() < 0.2 else "1f1b"
+            for d in (replicas,) if tight else tuple(x for x in (4, 2, 1) if x <= replicas):
+                workload = catalog.get_model(model, data_parallel=d, num_micro_batches=micro_batches, schedule=schedule)
+                inst = Instance(cluster, workload, instance_id)
+                if reference_fits(inst) and (not tight or low <= memory_tightness(inst) <= high):
+                    return inst
+    raise RuntimeError(f"{instance_id}: no feasible draw for {model}")  # a suite design bug
 
 
 def _geo_cluster(

@@ -77,6 +77,8 @@ def fixed_instance(
     micro_batch_size: int | None = None,
     schedule: str | None = None,
     layers_per_block: int | None = None,
+    seq_len: int | None = None,
+    recompute: str | None = None,
 ) -> Instance:
     """An instance from a cluster and a model, each an object, a built-in name or a file."""
     c = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)[0]
@@ -86,11 +88,14 @@ def fixed_instance(
         micro_batch_size=micro_batch_size,
         schedule=schedule,
         layers_per_block=layers_per_block,
+        seq_len=seq_len,
+        recompute=recompute,
     )
     if isinstance(model, Workload):
-        if micro_batch_size is not None or layers_per_block is not None:
+        if any(x is not None for x in (micro_batch_size, layers_per_block, seq_len, recompute)):
             raise HulkInputError(
-                "micro_batch_size and layers_per_block rebuild the model: give its name or file",
+                "micro_batch_size, layers_per_block, seq_len and recompute rebuild the model: "
+                "give its name or file",
                 field="model",
             )
         w = model.with_training(

@@ -3,19 +3,22 @@
 - :mod:`~hulk_env.replacement.migration`: bytes moved and migration seconds of a change of
   placement (pure functions beside :mod:`hulk_env.cost`), and the horizon total
   ``migration_s + H x iteration_time_s``;
-- :mod:`~hulk_env.replacement.problem`: the problem record and a method's typed answer;
-- :mod:`~hulk_env.replacement.methods`: ``scratch``, ``repair`` and ``search``;
+- :mod:`~hulk_env.replacement.problem`: the problem record, a method's typed answer, placement
+  files (``hulk place --json`` output);
 - :mod:`~hulk_env.replacement.failures`: failure specs (``NAME``, ``region:NAME``, ``10%``);
-- :mod:`~hulk_env.replacement.traces`: failure traces over a training run and their replay.
+- :mod:`~hulk_env.replacement.episode`: re-placement episodes (the dynamics of
+  ``hulk/Replace-v0``, :mod:`hulk_env.env.replace_env`, and of the agent);
+- :mod:`~hulk_env.replacement.methods`: ``scratch``, ``repair``, ``search`` and ``agent``
+  (:mod:`~hulk_env.replacement.agent`), timed and judged by ``run_method``;
+- :mod:`~hulk_env.replacement.traces`: failure traces over a training run and their replay;
+- :mod:`~hulk_env.replacement.bench`: ``hulk bench replace``; :mod:`~hulk_env.replacement.plots`:
+  timeline and before/after maps; :mod:`~hulk_env.replacement.train_agent`: the agent's training.
+
+This package's ``__init__`` exports only what the env side may use (no searches): import the
+methods, traces and bench from their modules.
 """
 
 from hulk_env.replacement.failures import FailureScenario, parse_failures, standard_scenarios
-from hulk_env.replacement.methods import (
-    REPLACE_METHODS,
-    get_replace_method,
-    replace_method_names,
-    run_method,
-)
 from hulk_env.replacement.migration import (
     CheckpointStore,
     Migration,
@@ -33,20 +36,16 @@ from hulk_env.replacement.problem import (
 
 __all__ = [
     "DEFAULT_HORIZON",
-    "REPLACE_METHODS",
     "CheckpointStore",
     "FailureScenario",
     "Migration",
     "Outcome",
     "ReplacementProblem",
     "ReplacementResult",
-    "get_replace_method",
     "horizon_totals",
     "migration",
     "outcome",
     "parse_failures",
-    "replace_method_names",
-    "run_method",
     "sources",
     "standard_scenarios",
 ]

@@ -21,10 +21,11 @@ import numpy as np
 
 from hulk_env.baselines import get_method
 from hulk_env.errors import HulkInputError
+from hulk_env.evaluation.stats import geometric_mean
 from hulk_env.generators import fixed_instance
 from hulk_env.instance import Instance
 from hulk_env.replacement.failures import standard_scenarios
-from hulk_env.replacement.methods import ReplaceMethod, run_method
+from hulk_env.replacement.methods import ReplaceMethod, get_replace_method, run_method
 from hulk_env.replacement.problem import DEFAULT_HORIZON, ReplacementProblem, ReplacementResult
 
 BENCH_CLUSTERS = ("paper-12city-47", "cloud-3region", "cloud-8region", "hulk-paper")
@@ -135,7 +136,24 @@ def _key(name: str) -> str:
 
 
 def _geomean(values: list[float]) -> float:
-    if not values:
-        return float("nan")
-    arr = np.asarray(values, dtype=float)
-    return float(np.exp(np.mean(np.log(arr)))) if np.all(np.isfinite(arr)) else float("inf")
+    """Geometric mean; ``inf`` when a method failed a scenario (failures are never dropped)."""
+    return float("inf") if any(not np.isfinite(v) for v in values) else geometric_mean(values)
+
+
+BENCH_METHODS = ("scratch", "repair", "search", "agent")
+
+
+def bench_replace(
+    clusters: list[str] | None = None, seed: int = 0, budget: int | None = None,
+    horizon_iterations: int = DEFAULT_HORIZON,
+) -> dict:
+    """``hulk bench replace``: the figures of the module docstring, the agent's policy, the rows."""
+    from hulk_env.replacement import policy_weights
+
+    scenarios = bench_scenarios(clusters, horizon_iterations=horizon_iterations, seed=seed)
+    methods: dict[str, ReplaceMethod | None] = {m: get_replace_method(m) for m in BENCH_METHODS}
+    out = summarise(scenarios, run_bench(scenarios, methods, seed, budget))
+    rows = out.pop("rows")
+    out["agent_policy"] = dict(policy_weights.TRAINING, temperature=policy_weights.TEMPERATURE)
+    out["rows"] = rows
+    return out

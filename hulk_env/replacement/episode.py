@@ -39,9 +39,11 @@ SCOPES = ("all", "displaced")
 # can never turn a masked-feasible placement infeasible under cost.memory_use_bytes.
 MEMORY_RTOL = 1e-9
 _CLIP = 3.0
+FEATURE_MAX = _CLIP  # every feature lies in [0, FEATURE_MAX]
 
 FEATURES = (
     "same_as_prev",  # 1: the machine of the slot's predecessor layer (same replica): no new stage
+    "stay_remaining",  # same_as_prev x share of the replica's layers still to place after this one
     "same_as_next",  # 1: the machine of its successor, when that one is already placed
     "holds_state",  # 1: the machine already holds this layer's state (any replica): no copy
     "old_slot",  # 1: the slot's own machine before the failure
@@ -49,10 +51,12 @@ FEATURES = (
     "latency_prev_log",  # log10(1 + latency from the predecessor's machine / 1 ms) / 3
     "latency_next_log",  # the same to the successor's machine (0 when unplaced)
     "comm_prev",  # activation + gradient seconds per iteration from the predecessor / T_old
+    "comm_next",  # the same to the successor, when it is already placed
     "speed",  # FLOP/s / the fastest surviving machine's
     "load_after",  # compute s per micro-batch on the machine with the slot / the aimed bottleneck
     "overload",  # max(0, load_after - 1)
     "new_to_replica",  # 1: the machine holds no slot of this replica yet (a deeper pipeline)
+    "revisit",  # 1: it holds earlier layers of this replica but not the predecessor (a pipeline loop)
     "other_replicas",  # 1: it holds slots of other replicas (they would share its FLOP/s)
     "same_as_peer",  # 1: the machine of this layer in replica 0 (replicas sharing machines)
     "dp_latency_log",  # mean log latency to this layer's machines in the other replicas
@@ -60,6 +64,7 @@ FEATURES = (
     "free_after",  # free memory fraction left on the machine after placing the slot
 )
 NUM_FEATURES = len(FEATURES)
+_COLUMN = {name: i for i, name in enumerate(FEATURES)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,7 +120,7 @@ def episode_spec(problem: ReplacementProblem, scope: str = "all") -> EpisodeSpec
         raise ValueError(f"unknown scope '{scope}'; choose from {', '.join(SCOPES)}")
     c, w = problem.instance.cluster, problem.instance.workload
     d, n_layers = problem.old.shape
-    slots = np.array([(r, l) for r in range(d) for l in range(n_layers)], dtype=np.int64)
+    slots = np.array([(r, x) for r in range(d) for x in range(n_layers)], dtype=np.int64)
     if scope == "displaced":
         slots = slots[problem.displaced[slots[:, 0], slots[:, 1]]]
     fixed = problem.old.copy()
@@ -277,46 +282,51 @@ def candidate_features(spec: EpisodeSpec, ep: Episodes) -> np.ndarray:
     k, m = ep.used_bytes.shape
     machines = np.arange(m)
     out = np.zeros((k, m, NUM_FEATURES))
+    col = _COLUMN
+    w = spec.problem.instance.workload
     lat_log = np.log10(1.0 + c.latency_s / MS) / 3.0
     p, n = spec.prev[layer], spec.next_[layer]
     if p >= 0:
         pm = ep.placement[:, r, p]
-        out[:, :, 0] = machines[None, :] == pm[:, None]
-        out[:, :, 5] = lat_log[pm]
-        w = spec.problem.instance.workload
+        same_prev = machines[None, :] == pm[:, None]
+        out[:, :, col["same_as_prev"]] = same_prev
+        out[:, :, col["stay_remaining"]] = same_prev * (w.num_layers - 1 - layer) / max(w.num_layers - 1, 1)
+        out[:, :, col["latency_prev_log"]] = lat_log[pm]
         per_iter = 2.0 * w.num_micro_batches * spec.comm_bytes[layer] / c.bandwidth_bps[pm]
-        out[:, :, 7] = np.minimum(per_iter / spec.old_time_s, _CLIP)
+        out[:, :, col["comm_prev"]] = np.minimum(per_iter / spec.old_time_s, _CLIP)
     if n >= 0:
         nm = ep.placement[:, r, n]
-        placed = nm >= 0
-        out[:, :, 1] = placed[:, None] & (machines[None, :] == nm[:, None])
-        out[:, :, 6] = np.where(placed[:, None], lat_log[np.maximum(nm, 0)], 0.0)
-    out[:, :, 2] = spec.held[layer][None, :]
+        placed = (nm >= 0)[:, None]
+        out[:, :, col["same_as_next"]] = placed & (machines[None, :] == nm[:, None])
+        out[:, :, col["latency_next_log"]] = np.where(placed, lat_log[np.maximum(nm, 0)], 0.0)
+        per_iter = 2.0 * w.num_micro_batches * spec.comm_bytes[n] / c.bandwidth_bps[:, np.maximum(nm, 0)].T
+        out[:, :, col["comm_next"]] = np.where(placed, np.minimum(per_iter / spec.old_time_s, _CLIP), 0.0)
+    out[:, :, col["holds_state"]] = spec.held[layer][None, :]
     old_machine = spec.problem.old[r, layer]
-    out[:, :, 3] = (machines == old_machine) & ~spec.problem.failed[old_machine]
-    out[:, :, 4] = np.log1p(spec.copy_s[layer] / spec.old_time_s)[None, :] / 5.0
-    out[:, :, 8] = (c.flops / spec.max_flops)[None, :]
+    out[:, :, col["old_slot"]] = (machines == old_machine) & ~spec.problem.failed[old_machine]
+    out[:, :, col["copy_log"]] = np.log1p(spec.copy_s[layer] / spec.old_time_s)[None, :] / 5.0
+    out[:, :, col["speed"]] = (c.flops / spec.max_flops)[None, :]
     load_after = (ep.load_s + spec.train_s[layer][None, :]) / spec.old_bottleneck_s
-    out[:, :, 9] = np.minimum(load_after, _CLIP)
-    out[:, :, 10] = np.minimum(np.maximum(load_after - 1.0, 0.0), _CLIP)
-    out[:, :, 11] = ~ep.in_replica[:, r]
-    others = np.delete(ep.in_replica, r, axis=1).any(axis=1) if ep.in_replica.shape[1] > 1 else np.zeros((k, m), bool)
-    out[:, :, 12] = others
-    first = ep.placement[:, 0, layer]
+    out[:, :, col["load_after"]] = np.minimum(load_after, _CLIP)
+    out[:, :, col["overload"]] = np.minimum(np.maximum(load_after - 1.0, 0.0), _CLIP)
+    out[:, :, col["new_to_replica"]] = ~ep.in_replica[:, r]
+    out[:, :, col["revisit"]] = ep.in_replica[:, r] & (out[:, :, col["same_as_prev"]] == 0)
+    if ep.in_replica.shape[1] > 1:
+        out[:, :, col["other_replicas"]] = np.delete(ep.in_replica, r, axis=1).any(axis=1)
     if r > 0:
-        out[:, :, 13] = machines[None, :] == first[:, None]
+        out[:, :, col["same_as_peer"]] = machines[None, :] == ep.placement[:, 0, layer][:, None]
     peers = np.delete(ep.placement[:, :, layer], r, axis=1)  # [K, D-1]
     if peers.size:
         valid = peers >= 0
         lat = lat_log[np.maximum(peers, 0)]  # [K, D-1, M]
         count = valid.sum(axis=1)
         total = np.where(valid[:, :, None], lat, 0.0).sum(axis=1)
-        out[:, :, 14] = np.where(count[:, None] > 0, total / np.maximum(count, 1)[:, None], 0.0)
-        w = spec.problem.instance.workload
+        out[:, :, col["dp_latency_log"]] = np.where(count[:, None] > 0, total / np.maximum(count, 1)[:, None], 0.0)
         grad = 2.0 * w.grad_bytes_per_param * w.params[layer]
         slowest = np.where(valid[:, :, None], c.pair_bandwidth_bps[np.maximum(peers, 0)], np.inf).min(axis=1)
-        out[:, :, 15] = np.minimum(grad / slowest / spec.old_time_s, _CLIP)
+        out[:, :, col["dp_sync"]] = np.minimum(grad / slowest / spec.old_time_s, _CLIP)
     cap = np.maximum(spec.capacity_bytes, 1.0)
     need = spec.state_bytes[layer] + _stash(spec, ep.depth[:, r] + 1)[:, None] * spec.stash_bytes[layer]
-    out[:, :, 16] = np.clip(1.0 - (ep.used_bytes + need) / cap[None, :], 0.0, 1.0)
+    out[:, :, col["free_after"]] = np.clip(1.0 - (ep.used_bytes + need) / cap[None, :], 0.0, 1.0)
+    np.clip(out, 0.0, FEATURE_MAX, out=out)
     return out

@@ -10,6 +10,8 @@
 ``search``             the genetic search of the baselines over both objectives at once:
                        ``migration_s + H x iteration_time_s``, started from ``repair`` and the
                        heuristics' placements on the survivors; budget 20,000 cost evaluations
+``agent``              the learned policy driven in re-placement episodes (the env
+                       ``hulk/Replace-v0``'s dynamics): :mod:`hulk_env.replacement.agent`
 =====================  ======================================================================
 
 Every method returns a placement on surviving machines that fits in memory, or ``None`` with a
@@ -24,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hulk_env import cost
 from hulk_env.baselines import get_method
 from hulk_env.baselines.common import Evaluator
 from hulk_env.baselines.genetic import _Search as GeneticSearch
@@ -249,8 +252,11 @@ REPLACE_METHODS: dict[str, ReplaceMethod] = {
 }
 
 
+AGENT = "agent"  # the learned policy (:mod:`hulk_env.replacement.agent`), built when named
+
+
 def replace_method_names() -> list[str]:
-    return [*REPLACE_METHODS, "scratch:NAME"]
+    return [*REPLACE_METHODS, AGENT, "scratch:NAME"]
 
 
 def get_replace_method(name: str) -> ReplaceMethod:
@@ -258,6 +264,10 @@ def get_replace_method(name: str) -> ReplaceMethod:
     key = name.strip()
     if key.startswith("scratch:"):
         return scratch_with(key.split(":", 1)[1].strip())
+    if key == AGENT:
+        from hulk_env.replacement.agent import agent_method  # it imports this module
+
+        return agent_method()
     try:
         return REPLACE_METHODS[key]
     except KeyError:
@@ -276,18 +286,20 @@ def run_method(
 ) -> ReplacementResult:
     """Run a method (by name, or ``method`` itself), time it and judge its answer over the horizon.
 
+    ``cost_evals`` is every placement the cost model evaluated during the method's call
+    (:func:`hulk_env.cost.count_evals`), whoever called it, or the method's own count if larger.
     An answer on a failed machine or over memory is a bug in the method: ``RuntimeError``.
     """
     fn = method or get_replace_method(name)
     start = time.perf_counter()
-    answer = fn(problem, seed, budget)
+    with cost.count_evals() as counter:
+        answer = fn(problem, seed, budget)
     decision_s = time.perf_counter() - start
+    evals = max(counter.evals, answer.cost_evals)
     if answer.placement is None:
-        return ReplacementResult(name, None, answer.cost_evals, decision_s, None, answer.reason)
+        return ReplacementResult(name, None, evals, decision_s, None, answer.reason)
     problem_text = problem.check(answer.placement)
     if problem_text:
         raise RuntimeError(f"method '{name}' returned an invalid placement: {problem_text}")
     placement = np.asarray(answer.placement, dtype=np.int64)
-    return ReplacementResult(
-        name, placement, answer.cost_evals, decision_s, outcome(problem, placement)
-    )
+    return ReplacementResult(name, placement, evals, decision_s, outcome(problem, placement))

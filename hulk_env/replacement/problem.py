@@ -1,9 +1,13 @@
-"""A re-placement problem (old placement, failed machines, horizon) and a method's answer."""
+"""A re-placement problem (old placement, failed machines, horizon), a method's answer, and
+the placement files it starts from (``hulk place --json`` output)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -215,3 +219,84 @@ class ReplacementResult:
             **(self.outcome.to_dict() if self.outcome else {}),
             "reason": self.reason,
         }
+
+
+# ---- placement files (``hulk place --json`` output) ---------------------------------------------
+class PlacementFile(NamedTuple):
+    """A placement read from a file, not yet checked against a cluster and model.
+
+    Attributes:
+        rows: ``[D][L]`` machine indices or names, as written.
+        machines: the machine names the file says it uses (``hulk place --json``'s
+            ``machines``), or ``None``.
+        source: the file.
+    """
+
+    rows: list
+    machines: list[str] | None
+    source: str
+
+
+def read_placement_file(path: str | Path) -> PlacementFile:
+    """Read ``hulk place --json`` output, ``{"placement": [[...]]}`` or a bare ``[[...]]`` list."""
+    src = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise HulkInputError("is not a UTF-8 text file", source=src) from None
+    except OSError as exc:
+        raise HulkInputError(f"cannot read the placement file: {exc.strerror or exc}", source=src) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HulkInputError(f"not valid JSON ({exc.msg})", source=src, row=exc.lineno) from None
+    machines = None
+    if isinstance(data, dict):
+        if "placement" not in data:
+            raise HulkInputError("no 'placement' key: give the output of `hulk place --json`", source=src)
+        machines = data.get("machines")
+        data = data["placement"]
+    if not (isinstance(data, list) and data and all(isinstance(r, list) and r for r in data)):
+        raise HulkInputError("'placement' must be a non-empty list of replicas, each a list of machines per layer", source=src)
+    if len({len(r) for r in data}) != 1:
+        raise HulkInputError("every replica of the placement must list the same number of layers", source=src)
+    if machines is not None and not (isinstance(machines, list) and all(isinstance(x, str) for x in machines)):
+        raise HulkInputError("'machines' must be a list of machine names", source=src)
+    return PlacementFile(data, machines, src)
+
+
+def placement_from_file(file: PlacementFile, instance: Instance) -> np.ndarray:
+    """The ``[D, L]`` placement of a file on ``instance``; a mismatch is one clear error."""
+    c, w = instance.cluster, instance.workload
+    d, n_layers = len(file.rows), len(file.rows[0])
+    if (d, n_layers) != (w.data_parallel, w.num_layers):
+        raise HulkInputError(
+            f"the placement has {d} replica(s) x {n_layers} layers but model '{w.name}' has "
+            f"{w.data_parallel} x {w.num_layers}: give the --model (and --data-parallel) it was placed with",
+            source=file.source,
+        )
+    lookup = {mc.name.lower(): i for i, mc in enumerate(c.machines)}
+    out = np.empty((d, n_layers), dtype=np.int64)
+    for r, row in enumerate(file.rows):
+        for layer, x in enumerate(row):
+            if isinstance(x, bool) or not isinstance(x, int | str):
+                raise HulkInputError(f"replica {r} layer {layer}: {x!r} is not a machine index or name", source=file.source)
+            if isinstance(x, str):
+                if x.lower() not in lookup:
+                    raise HulkInputError(f"machine '{x}' is not in cluster '{c.name}'", source=file.source)
+                out[r, layer] = lookup[x.lower()]
+            elif not 0 <= x < c.num_machines:
+                raise HulkInputError(
+                    f"machine index {x} is out of range for cluster '{c.name}' ({c.num_machines} machines): "
+                    "give the --cluster it was placed on", source=file.source,
+                )
+            else:
+                out[r, layer] = x
+    if file.machines is not None:
+        used = {c.machines[i].name for i in np.unique(out)}
+        if used != set(file.machines):
+            raise HulkInputError(
+                f"the placement's machine indices name {sorted(used)[:4]}... in cluster '{c.name}' but the file "
+                f"says {sorted(file.machines)[:4]}...: give the --cluster it was placed on", source=file.source,
+            )
+    return out

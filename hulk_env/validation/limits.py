@@ -30,6 +30,9 @@ MAX_MAPPING_FILE_BYTES = 16 * MIB
 MAX_TEXT_FILE_BYTES = 64 * MIB
 # policy.json and config files are a few KB; 1 MiB is generous.
 MAX_SMALL_FILE_BYTES = 1 * MIB
+# A policy's weights.pt: the default network is ~100 KB; the widest a policy.json may describe
+# (MAX_HIDDEN_DIM, MAX_ROUNDS) is far larger, and 1 GiB is what loading may cost at most.
+MAX_WEIGHTS_BYTES = 1024 * MIB
 # Our formats nest at most 4 deep (top level -> machines -> one machine -> value; edges ->
 # pair -> end). 32 allows any sane layout and keeps every reader far from Python's recursion
 # limit (1,000), where parsers raise RecursionError or overflow the C stack.
@@ -133,6 +136,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_MAPPING_FILE_BYTES", MAX_MAPPING_FILE_BYTES, "bytes"),
     Limit("MAX_TEXT_FILE_BYTES", MAX_TEXT_FILE_BYTES, "bytes"),
     Limit("MAX_SMALL_FILE_BYTES", MAX_SMALL_FILE_BYTES, "bytes"),
+    Limit("MAX_WEIGHTS_BYTES", MAX_WEIGHTS_BYTES, "bytes"),
     Limit("MAX_NESTING_DEPTH", MAX_NESTING_DEPTH, "levels"),
     Limit("MAX_YAML_NODES", MAX_YAML_NODES, "values"),
     Limit("MAX_SCALAR_CHARS", MAX_SCALAR_CHARS, "characters"),

@@ -412,12 +412,12 @@ def check_unique_names(
             continue
         j = first[key]
         here = rows[i] if rows is not None else None
-        there = rows[j] if rows is not None and rows[j] is not None else f"#{j + 1}"
+        there = f"row {rows[j]}" if rows is not None and rows[j] is not None else f"machine #{j + 1}"
         if names[j] == name:
-            problem = f"duplicate {what} '{_short(name)}' (first at row {there}); names must be unique"
+            problem = f"duplicate {what} '{_short(name)}' (first at {there}); names must be unique"
         else:
             problem = (
-                f"{what} '{_short(name)}' differs from '{_short(names[j])}' (row {there}) only in "
+                f"{what} '{_short(name)}' differs from '{_short(names[j])}' ({there}) only in "
                 "case; names must be unique ignoring case: rename one"
             )
         raise HulkInputError(problem, source=source, row=here, field="name")

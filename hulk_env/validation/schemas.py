@@ -9,10 +9,8 @@ Models (every one ``extra="forbid"``, so a misspelt key is an error that suggest
 * :class:`PolicyFile` -- a saved policy's ``policy.json``;
 * :class:`RunConfigSchema` -- the agent's resolved run config (``agents.config.RunConfig``).
 
-Every number is parsed by one rule (:func:`Number`): ``bool`` and ``None`` are not numbers;
-numeric strings are (PyYAML reads ``1e9`` without a dot as a string); NaN and infinities are
-refused; integers of any size are compared exactly, never converted to ``float`` first (a
-400-digit integer is "must be <= ...", not an OverflowError); each bound names its limit in
+Every number is parsed by one rule (:func:`Number`, built on
+:func:`hulk_env.validation.numbers.parse_number_value`) and each bound names its limit in
 :mod:`hulk_env.validation.limits`. Semantic checks that need the catalogs (a city, a GPU, a
 cycle in the layer graph) stay in the loaders; these models check shape, types and limits, so
 that a loader never allocates from an unchecked count.
@@ -27,7 +25,6 @@ dotted key path (``ppo.batch_size``, as ``--set`` writes it).
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import lru_cache, partial
@@ -47,6 +44,7 @@ from pydantic_core import PydanticCustomError
 
 from hulk_env.errors import HulkInputError
 from hulk_env.validation import limits
+from hulk_env.validation.numbers import NumberProblem, parse_number_value
 from hulk_env.validation.reading import safe_repr
 
 LINE_KEY = "__line__"  # where the YAML reader stores a mapping's line (reading.read_mapping)
@@ -60,58 +58,11 @@ def _fail(message: str, **ctx: Any) -> PydanticCustomError:
 
 # ---- scalars -----------------------------------------------------------------------------------
 
-_INT_TEXT = re.compile(r"[+-]?\d+")
-
-
-def _parse_number(
-    value: Any,
-    *,
-    integer: bool,
-    ge: float | None,
-    le: float | None,
-    positive: bool,
-    limit_low: str | None,
-    limit_high: str | None,
-    unit: str,
-) -> int | float:
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise _fail(f"expected {kind}, got {safe_repr(value)}")
-    number: int | float = value
-    if isinstance(value, str):
-        text = value.strip().replace("_", "")
-        try:
-            number = int(text) if _INT_TEXT.fullmatch(text) else float(text)
-        except ValueError:
-            raise _fail(f"expected {kind}, got {safe_repr(value)}") from None
-    if isinstance(number, float):
-        if not math.isfinite(number):
-            raise _fail(f"must be a finite number, got {safe_repr(value)}")
-        if integer:
-            if not number.is_integer():
-                raise _fail(f"expected {kind}, got {safe_repr(value)}")
-            number = int(number)
-    suffix = f" {unit}" if unit else ""
-    ge_text, le_text = _fmt(ge), _fmt(le)
-    if positive and number <= 0:
-        raise _fail(f"must be positive, got {safe_repr(value)}")
-    if ge is not None and number < ge:
-        why = f" ({limits.cite(limit_low)})" if limit_low else ""
-        raise _fail(f"must be >= {ge_text}{suffix}{why}, got {safe_repr(value)}")
-    if le is not None and number > le:
-        why = f" ({limits.cite(limit_high)})" if limit_high else ""
-        raise _fail(f"must be <= {le_text}{suffix}{why}, got {safe_repr(value)}")
-    return number
-
-
-def _fmt(bound: float | None) -> str:
-    """``4,096``, ``1,048,576``, ``1e+24``, ``0.5``: bounds as people read them."""
-    if bound is None:
-        return ""
-    round_power = bound != 0 and abs(bound) >= 1e6 and math.log10(abs(bound)).is_integer()
-    if float(bound).is_integer() and abs(bound) < 1e15 and not round_power:
-        return f"{int(bound):,}"
-    return f"{bound:g}"
+def _pydantic_number(value: Any, **rule: Any) -> int | float:
+    try:
+        return parse_number_value(value, **rule)
+    except NumberProblem as problem:
+        raise _fail(str(problem)) from None
 
 
 def Number(  # noqa: N802 - a type factory, used like a type
@@ -133,7 +84,7 @@ def Number(  # noqa: N802 - a type factory, used like a type
         unit: printed after a bound (``"TFLOP/s"``).
     """
     parse = partial(
-        _parse_number,
+        _pydantic_number,
         integer=integer,
         ge=ge,
         le=le,
@@ -417,62 +368,6 @@ def workload_file_model(
     )
 
 
-def check_workload_limits(workload: Any, source: str) -> None:
-    """Limits on a built workload (any source: a file, the catalog, command-line settings).
-
-    Duck-typed on :class:`hulk_env.workload.Workload` (``name``, ``layer_names``, ``flops``,
-    ``params``, ``activation_bytes``, ``stash_bytes``, ``edges``, ``data_parallel``,
-    ``num_micro_batches``, ``micro_batch_size``).
-
-    Raises:
-        HulkInputError: too many layers, edges or slots, too many replicas or micro-batches,
-            or a layer whose numbers exceed the magnitude limits (so no product overflows).
-    """
-    layers = len(workload.layer_names)
-    counts = (
-        ("layers", layers, limits.MAX_LAYERS, "MAX_LAYERS", "coarsen with layers_per_block"),
-        ("layer-graph edges", len(workload.edges), limits.MAX_LAYER_EDGES, "MAX_LAYER_EDGES", ""),
-        ("replicas (data_parallel)", int(workload.data_parallel), limits.MAX_DATA_PARALLEL, "MAX_DATA_PARALLEL", ""),
-        ("micro-batches (num_micro_batches)", int(workload.num_micro_batches), limits.MAX_MICRO_BATCHES, "MAX_MICRO_BATCHES", ""),
-        ("sequences per micro-batch (micro_batch_size)", int(workload.micro_batch_size), limits.MAX_MICRO_BATCH_SIZE, "MAX_MICRO_BATCH_SIZE", ""),
-        ("replica x layer slots", int(workload.data_parallel) * layers, limits.MAX_SLOTS, "MAX_SLOTS", "use fewer replicas or coarser layers"),
-    )  # fmt: skip
-    for what, have, most, limit, fix in counts:
-        if have > most:
-            hint = f"; {fix}" if fix else ""
-            raise HulkInputError(
-                f"model '{workload.name}' has {have:,} {what}, more than {most:,}{hint} "
-                f"({limits.cite(limit)})",
-                source=source,
-            )
-    for label, most, limit in (
-        ("flops", limits.MAX_LAYER_FLOPS, "MAX_LAYER_FLOPS"),
-        ("params", limits.MAX_LAYER_PARAMS, "MAX_LAYER_PARAMS"),
-        ("activation_bytes", limits.MAX_LAYER_BYTES, "MAX_LAYER_BYTES"),
-        ("stash_bytes", limits.MAX_LAYER_BYTES, "MAX_LAYER_BYTES"),
-    ):
-        values = getattr(workload, label)
-        over = [i for i, v in enumerate(values) if not v <= most]  # NaN counts as over
-        if over:
-            i = over[0]
-            raise HulkInputError(
-                f"layer '{workload.layer_names[i]}' has {label} {values[i]:.3g}, more than "
-                f"{most:g} ({limits.cite(limit)})",
-                source=source,
-                field=label,
-            )
-
-
-def check_machine_count(count: int, source: str) -> None:
-    """Refuse more than ``MAX_MACHINES`` machines, before any ``M x M`` matrix exists."""
-    if count > limits.MAX_MACHINES:
-        raise HulkInputError(
-            f"{count:,} machines, more than {limits.MAX_MACHINES:,} "
-            f"({limits.cite('MAX_MACHINES')})",
-            source=source,
-        )
-
-
 # ---- saved policies ----------------------------------------------------------------------------------
 
 
@@ -549,17 +444,21 @@ _DEVICE = re.compile(r"cpu|cuda(:\d+)?|mps|auto")
 
 
 def _known(context_key: str, what: str) -> Callable[[Any, ValidationInfo], Any]:
-    """A validator checking names against ``info.context[context_key]`` (when given)."""
+    """A validator checking names against ``info.context[context_key]`` (when given): a
+    collection of the valid names, or a function telling whether a name is valid."""
 
     def check(value: Any, info: ValidationInfo) -> Any:
         known = (info.context or {}).get(context_key)
         if known is None:
             return value
         for name in [value] if isinstance(value, str) else value:
-            if name and name not in known:
-                close = difflib.get_close_matches(str(name), list(known), n=1)
-                hint = f"did you mean '{close[0]}'?" if close else f"choose from {', '.join(sorted(known))}"
-                raise _fail(f"unknown {what} '{name}'; {hint}")
+            if not name or (known(name) if callable(known) else name in known):
+                continue
+            if callable(known):
+                raise _fail(f"unknown {what} '{name}'")
+            close = difflib.get_close_matches(str(name), list(known), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"choose from {', '.join(sorted(known))}"
+            raise _fail(f"unknown {what} '{name}'; {hint}")
         return value
 
     return check
@@ -662,7 +561,7 @@ class RunConfigSchema(Strict):
     """A resolved run config (every key present): ranges, names and cross-key rules.
 
     Validate with ``context={"methods": ..., "suites": ..., "cities": ...}`` to check names
-    against what exists (each optional).
+    against what exists (each optional; a collection of names or a predicate).
     """
 
     env: EnvSection
@@ -787,8 +686,6 @@ __all__ = [
     "PolicyPadding",
     "RunConfigSchema",
     "Strict",
-    "check_machine_count",
-    "check_workload_limits",
     "to_input_error",
     "validate",
     "workload_file_model",

@@ -32,20 +32,54 @@ def _gpt3(name: str, layers: int, hidden: int, heads: int, mbs: int, k: int = 1)
     )
 
 
-def _llama(name: str, layers: int, hidden: int, heads: int, ffn: int, k: int = 1) -> TransformerConfig:
-    """LLaMA (Touvron et al. 2023, Table 2): SwiGLU, RMSNorm, rotary, no biases, untied head."""
+def _llama(
+    name: str,
+    layers: int,
+    hidden: int,
+    heads: int,
+    ffn: int,
+    k: int = 1,
+    *,
+    kv_heads: int | None = None,
+    vocab: int = 32000,
+    seq_len: int = 2048,
+) -> TransformerConfig:
+    """LLaMA (Touvron et al. 2023, Table 2): SwiGLU, RMSNorm, rotary, no biases, untied head.
+
+    Its successors (Llama 2 and 3, Mistral, Qwen2) keep the block and add grouped-query
+    attention (``kv_heads``), larger vocabularies and longer pretraining sequences.
+    """
     return TransformerConfig(
         name=name,
         num_layers=layers,
         hidden=hidden,
         heads=heads,
-        vocab=32000,
-        seq_len=2048,
+        num_kv_heads=kv_heads,
+        vocab=vocab,
+        seq_len=seq_len,
         ffn=ffn,
         gated_ffn=True,
         tied_embeddings=False,
         biases=False,
         norm="rmsnorm",
+        layers_per_block=k,
+    )
+
+
+def _falcon(name: str, layers: int, hidden: int, heads: int, k: int) -> TransformerConfig:
+    """Falcon (Almazrouei et al. 2023): 8 key/value heads of 64, 4h GELU FFN, no linear biases,
+    LayerNorm, rotary, vocab 65024, seq 2048; the checkpoints keep the LM head apart from the
+    embedding (the published totals count both)."""
+    return TransformerConfig(
+        name=name,
+        num_layers=layers,
+        hidden=hidden,
+        heads=heads,
+        num_kv_heads=8,
+        vocab=65024,
+        seq_len=2048,
+        tied_embeddings=False,
+        biases=False,
         layers_per_block=k,
     )
 
@@ -85,6 +119,31 @@ _MODELS: tuple[TransformerConfig, ...] = (
     _llama("llama-7b", 32, 4096, 32, 11008),
     _llama("llama-13b", 40, 5120, 40, 13824),
     _llama("llama-65b", 80, 8192, 64, 22016, k=2),
+    # Llama 2 (Touvron et al. 2023, "Llama 2", Table 1): 70B with 8 KV heads, 4k context.
+    _llama("llama-2-70b", 80, 8192, 64, 28672, k=2, kv_heads=8, seq_len=4096),
+    # Llama 3 (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 3): 128K vocabulary, 8 KV
+    # heads, 8k pretraining sequences.
+    _llama("llama-3-8b", 32, 4096, 32, 14336, kv_heads=8, vocab=128256, seq_len=8192),
+    _llama("llama-3-70b", 80, 8192, 64, 28672, k=2, kv_heads=8, vocab=128256, seq_len=8192),
+    # Mistral 7B (Jiang et al. 2023, Table 1): 8 KV heads, sliding window 4096 (at seq_len 4096
+    # every token attends to the whole sequence, so full attention is exact).
+    _llama("mistral-7b", 32, 4096, 32, 14336, kv_heads=8, seq_len=4096),
+    # Qwen2 (Yang et al. 2024, "Qwen2 Technical Report", Table 1): 72B with 8 KV heads, 4k
+    # pretraining sequences; vocab 152064 as its checkpoint pads it (Q/K/V biases, 0.001%, left out).
+    _llama("qwen2-72b", 80, 8192, 64, 29568, k=2, kv_heads=8, vocab=152064, seq_len=4096),
+    _falcon("falcon-40b", 60, 8192, 128, k=2),
+    _falcon("falcon-180b", 80, 14848, 232, k=2),
+    # MPT-30B (MosaicML 2023): 48 x 7168, 64 heads, 4h FFN, ALiBi, no biases (norms without
+    # bias: h params each, counted here as LayerNorm's 2h, 0.002%), tied; first stage seq 2048.
+    TransformerConfig(
+        name="mpt-30b",
+        num_layers=48,
+        hidden=7168,
+        heads=64,
+        vocab=50432,
+        seq_len=2048,
+        biases=False,
+    ),
     # T5 1.0 11B (Raffel et al. 2020, Sec. 3.7): 24 + 24 blocks, d_model 1024, d_ff 65536 (ReLU),
     # 128 heads of d_kv 128, no biases, weight-only (RMS) norms, tied embeddings; relative position
     # biases (32 x 128 per stack) are negligible. Span-corruption lengths: 512 in, 114 out.
@@ -143,6 +202,20 @@ PUBLISHED_PARAMS: dict[str, float] = {
     "t5-11b": 11.3e9,
     # Devlin et al. 2019 quote 340M; HF bert-large-uncased with pooler holds 335,141,888.
     "bert-large": 335.1e6,
+    # Llama 2 and 3 are announced as 70B and 8B; their Hugging Face checkpoints hold
+    # 68,976,648,192 / 8,030,261,248 / 70,553,706,496 (model.safetensors.index.json / 2 bytes).
+    "llama-2-70b": 68_976_648_192.0,
+    "llama-3-8b": 8_030_261_248.0,
+    "llama-3-70b": 70_553_706_496.0,
+    # Mistral AI announce 7.3B; the mistralai/Mistral-7B-v0.1 checkpoint holds 7,241,732,096.
+    "mistral-7b": 7_241_732_096.0,
+    # Qwen2 technical report, Table 1: 72.71B.
+    "qwen2-72b": 72.71e9,
+    # tiiuae/falcon-40b on the Hugging Face Hub: 41.8B; Falcon-180B: 180B (Almazrouei et al.).
+    "falcon-40b": 41.8e9,
+    "falcon-180b": 180.0e9,
+    # MosaicML, "MPT-30B" (2023): 30B.
+    "mpt-30b": 30.0e9,
 }
 
 

@@ -2,8 +2,10 @@
 
 YAML or JSON, one mapping, in one of two forms. Training settings (``micro_batch_size``,
 ``num_micro_batches``, ``data_parallel``, ``schedule``, ``state_bytes_per_param``,
-``grad_bytes_per_param``, ``layers_per_block``) and ``name``/``description`` may sit at the top
-level in both forms::
+``grad_bytes_per_param``, ``layers_per_block``, ``seq_len``, ``recompute``) and
+``name``/``description`` may sit at the top level in both forms (``seq_len`` and
+``recompute: selective`` only with a transformer; ``recompute: full`` of explicit layers keeps
+each layer's input, see :func:`~hulk_env.workload.model.with_full_recompute`)::
 
     # 1. a transformer, built by build_transformer (keys = TransformerConfig fields)
     transformer:
@@ -13,7 +15,9 @@ level in both forms::
       vocab: 50257
       seq_len: 2048
       max_positions: 2048
+      num_kv_heads: 4        # grouped-query attention (default: heads)
     micro_batch_size: 1
+    recompute: selective     # none | selective | full
 
     # 2. an explicit layer list; numbers per micro-batch; any order (sorted topologically)
     name: my-net
@@ -40,7 +44,13 @@ from hulk_env.errors import HulkInputError
 from hulk_env.inputs import check_keys, parse_number, relocate
 from hulk_env.units import MB, TFLOPS
 from hulk_env.validation.reading import MAPPING_SUFFIXES, read_mapping
-from hulk_env.workload.model import TRAINING_KEYS, Workload, WorkloadOverrides, training_overrides
+from hulk_env.workload.model import (
+    TRAINING_KEYS,
+    Workload,
+    WorkloadOverrides,
+    explicit_options,
+    training_overrides,
+)
 from hulk_env.workload.transformer import TransformerConfig, build_transformer
 
 FILE_SUFFIXES = MAPPING_SUFFIXES
@@ -53,6 +63,7 @@ _LAYER_NUMBERS = {
     "stash_bytes": (("stash_bytes", 1.0), ("stash_mb", MB)),
 }
 _LAYER_KEYS = ("name", *(key for alts in _LAYER_NUMBERS.values() for key, _ in alts))
+_BUILD_KEYS = ("layers_per_block", "seq_len", "recompute")  # applied after the layers are read
 
 
 def load_workload_file(path: str | Path, **overrides: Unpack[WorkloadOverrides]) -> Workload:
@@ -68,6 +79,7 @@ def load_workload_file(path: str | Path, **overrides: Unpack[WorkloadOverrides])
     src = str(path)
     given = training_overrides(**overrides)
     data = read_mapping(path, what="workload file")
+    _check_schema(data, src)
     check_keys(data, _TOP_KEYS, src)
     if ("transformer" in data) == ("layers" in data):
         raise HulkInputError(
@@ -89,6 +101,15 @@ def load_workload_file(path: str | Path, **overrides: Unpack[WorkloadOverrides])
             raise
         # Validation inside the dataclasses names the model; point at the file instead.
         raise relocate(err, src) from None
+
+
+def _check_schema(data: dict, src: str) -> None:
+    """Types, ranges and sizes (:func:`hulk_env.validation.schemas.workload_file_model`) before
+    anything is built: ``num_layers: 1000000`` or a 1e300-FLOP layer never reaches a builder."""
+    from hulk_env.validation.schemas import validate, workload_file_model  # pydantic: on load
+
+    settings = tuple((f.name, str(f.type)) for f in fields(TransformerConfig))
+    validate(workload_file_model(settings, tuple(TRAINING_KEYS)), data, src, rows="path")
 
 
 def _check_mapping(item: Any, allowed: tuple[str, ...], src: str, row: str | None) -> None:
@@ -178,9 +199,9 @@ def _layers_from_file(
         activation_bytes=np.array(table["activation_bytes"])[order],
         stash_bytes=np.array(table["stash_bytes"])[order],
         edges=rank[np.array(pairs, dtype=np.int64).reshape(-1, 2)],
-        **{k: v for k, v in settings.items() if k != "layers_per_block"},
+        **{k: v for k, v in settings.items() if k not in _BUILD_KEYS},
     )
-    return workload.coarsen(settings.get("layers_per_block", 1))
+    return explicit_options(workload, settings, src)
 
 
 def _parse_edges(edges: Any, names: list[str], src: str) -> list[tuple[int, int]]:

@@ -12,15 +12,19 @@ workload files) takes them as keyword arguments, declared once here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
 from hulk_env.errors import HulkInputError
+from hulk_env.validation.sizes import check_workload_limits
 
 SCHEDULES = ("gpipe", "1f1b")
+# Activation recomputation (Korthikanti et al. 2022): keep every activation, recompute the
+# attention core in the backward pass, or keep only each layer's input and rerun its forward.
+RECOMPUTE_MODES = ("none", "selective", "full")
 
 
 class TrainingSettings(TypedDict, total=False):
@@ -35,9 +39,13 @@ class TrainingSettings(TypedDict, total=False):
 
 
 class WorkloadOverrides(TrainingSettings, total=False):
-    """Training settings plus the coarsening a loader applies (``layers_per_block``)."""
+    """Training settings plus what a loader applies while building: coarsening
+    (``layers_per_block``), the sequence length (``seq_len``, transformers only) and activation
+    recomputation (``recompute``, :data:`RECOMPUTE_MODES`)."""
 
     layers_per_block: int | None
+    seq_len: int | None
+    recompute: str | None
 
 
 TRAINING_KEYS = tuple(WorkloadOverrides.__annotations__)
@@ -72,6 +80,14 @@ class Workload:
             micro-batch (its gradient of the same size flows back in the backward pass).
         stash_bytes: ``[L]`` activation bytes kept for backward, per micro-batch.
         edges: ``[E, 2]`` int64 DAG edges ``(u, v)`` with ``u < v``.
+        recompute_flops: ``[L]`` forward FLOPs rerun in the backward pass per micro-batch
+            (activation recomputation; default zeros): a layer's backward costs
+            ``2 x flops + recompute_flops``.
+        recompute: ``"none"``, ``"selective"`` or ``"full"``: which recomputation the stash and
+            ``recompute_flops`` describe.
+        config: the :class:`~hulk_env.workload.transformer.TransformerConfig` the graph was
+            built from (``None`` for explicit layers): what lets a loader or a diagnosis
+            rebuild it with other settings.
         micro_batch_size: sequences per micro-batch.
         num_micro_batches: micro-batches per iteration (per replica).
         data_parallel: replicas ``D`` of the pipeline.
@@ -95,6 +111,9 @@ class Workload:
     state_bytes_per_param: float = 16.0
     grad_bytes_per_param: float = 2.0
     schedule: str = "1f1b"
+    recompute_flops: np.ndarray | None = None
+    recompute: str = "none"
+    config: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         names = tuple(self.layer_names)
@@ -106,7 +125,9 @@ class Workload:
         if len(set(names)) != n:
             dup = sorted({x for x in names if names.count(x) > 1})
             raise HulkInputError(f"duplicate layer names {dup}", source=src)
-        for label in ("flops", "params", "activation_bytes", "stash_bytes"):
+        if self.recompute_flops is None:
+            object.__setattr__(self, "recompute_flops", np.zeros(n))
+        for label in ("flops", "params", "activation_bytes", "stash_bytes", "recompute_flops"):
             arr = np.array(getattr(self, label), dtype=np.float64, copy=True)
             if arr.shape != (n,):
                 raise HulkInputError(
@@ -158,6 +179,8 @@ class Workload:
                 source=src,
                 field="schedule",
             )
+        check_recompute(self.recompute, src)
+        check_workload_limits(self, src)  # magnitudes: no cost-model product can overflow
 
     # -- derived --------------------------------------------------------------------------------
     @property
@@ -239,6 +262,7 @@ class Workload:
             activation_bytes=act,
             stash_bytes=np.bincount(block, self.stash_bytes, nb),
             edges=bedges,
+            recompute_flops=np.bincount(block, self.recompute_flops, nb),
         )
 
     def summary(self) -> dict:
@@ -252,12 +276,80 @@ class Workload:
             "forward_flops_per_micro_batch": self.total_flops,
             "activation_bytes_max": float(self.activation_bytes.max()),
             "stash_bytes_per_micro_batch": float(self.stash_bytes.sum()),
+            "recompute": self.recompute,
+            "recompute_flops_per_micro_batch": float(self.recompute_flops.sum()),
             "model_state_bytes": float(self.state_bytes_per_param * self.params.sum()),
             "micro_batch_size": self.micro_batch_size,
             "num_micro_batches": self.num_micro_batches,
             "data_parallel": self.data_parallel,
             "schedule": self.schedule,
         }
+
+
+def check_recompute(mode: Any, source: str) -> None:
+    """Raise :class:`HulkInputError` unless ``mode`` is one of :data:`RECOMPUTE_MODES`."""
+    if mode not in RECOMPUTE_MODES:
+        raise HulkInputError(
+            f"unknown recompute {mode!r}; choose one of {', '.join(RECOMPUTE_MODES)}",
+            source=source,
+            field="recompute",
+        )
+
+
+def explicit_options(workload: Workload, options: dict[str, Any], source: str) -> Workload:
+    """Apply the build options of :class:`WorkloadOverrides` to explicit layers.
+
+    ``seq_len`` cannot apply (the numbers are of one length); ``recompute: full`` keeps each
+    layer's input (:func:`with_full_recompute`), ``selective`` needs a transformer;
+    ``layers_per_block`` coarsens.
+
+    Raises:
+        HulkInputError: ``seq_len`` or ``recompute: selective`` given, or an unknown mode.
+    """
+    if options.get("seq_len") is not None:
+        raise HulkInputError(
+            f"seq_len rebuilds a transformer; model '{workload.name}' is explicit layers holding "
+            "the numbers of one sequence length (re-import it at the length you want)",
+            source=source,
+            field="seq_len",
+        )
+    mode = options.get("recompute") or "none"
+    check_recompute(mode, source)
+    if mode == "selective":
+        raise HulkInputError(
+            "selective recomputation needs a transformer (which part of the stash is the "
+            "attention core); explicit layers take recompute none or full",
+            source=source,
+            field="recompute",
+        )
+    if mode == "full" and workload.recompute != "full":
+        workload = with_full_recompute(workload)
+    return workload.coarsen(options.get("layers_per_block") or 1)
+
+
+def with_full_recompute(workload: Workload) -> Workload:
+    """Full recomputation of a layer graph given as explicit layers.
+
+    Each layer keeps only its input (the outputs of its predecessors, ``activation_bytes``) and
+    reruns its forward in the backward pass, as Megatron-LM's full recomputation keeps each
+    transformer layer's input; a layer without predecessors reads the model's input, whose
+    size the graph does not hold, and keeps its stash and runs no recomputation.
+    """
+    if workload.recompute != "none":
+        raise HulkInputError(
+            f"model '{workload.name}' already describes recompute {workload.recompute!r}",
+            field="recompute",
+        )
+    inputs = np.zeros(workload.num_layers)
+    np.add.at(inputs, workload.edges[:, 1], workload.activation_bytes[workload.edges[:, 0]])
+    has_input = np.zeros(workload.num_layers, dtype=bool)
+    has_input[workload.edges[:, 1]] = True
+    return replace(
+        workload,
+        stash_bytes=np.where(has_input, np.minimum(inputs, workload.stash_bytes), workload.stash_bytes),
+        recompute_flops=np.where(has_input, workload.flops, 0.0),
+        recompute="full",
+    )
 
 
 def _adjacency(n: int, ends: np.ndarray, others: np.ndarray) -> tuple[tuple[int, ...], ...]:

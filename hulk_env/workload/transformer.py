@@ -2,14 +2,17 @@
 
 Symbols: ``b`` micro-batch size (sequences), ``s`` sequence length (``s_e`` encoder, ``s_d``
 decoder), ``h`` hidden size, ``a`` heads, ``d = a * head_dim`` attention inner size (``= h``
-unless ``head_dim`` is set, as in T5), ``f`` FFN size, ``V`` vocabulary, ``P`` learned
-positions, ``p`` bytes per activation value (2 = fp16/bf16). Counts are parameters, FLOPs are
-forward FLOPs per micro-batch (a multiply-add = 2 FLOPs), bytes are bytes.
+unless ``head_dim`` is set, as in T5), ``k`` key/value heads (``num_kv_heads``: ``a`` for
+multi-head attention, fewer for grouped-query attention, 1 for multi-query attention) and
+``d_kv = k * head_dim``, ``f`` FFN size, ``V`` vocabulary, ``P`` learned positions, ``p``
+bytes per activation value (2 = fp16/bf16). Counts are parameters, FLOPs are forward FLOPs per
+micro-batch (a multiply-add = 2 FLOPs), bytes are bytes.
 
 Parameters (``[bias]`` terms only when ``biases``; a norm has ``2h`` params as LayerNorm and
 ``h`` as RMSNorm):
 
-* attention (self or cross): ``4 h d  [+ 3d + h]``
+* attention (self or cross): Q and output projections ``2 h d``, K and V ``2 h d_kv``
+  ``[+ d + 2 d_kv + h]`` (``4 h d [+ 3d + h]`` when ``k = a``)
 * FFN: ``2 h f  [+ f + h]``; gated (SwiGLU, 3 matrices): ``3 h f  [+ 2f + h]``
 * block: attention + FFN + 2 norms; a decoder block of an encoder-decoder adds cross-attention
   and a third norm; the last encoder block of an encoder-decoder holds the encoder's final norm
@@ -22,11 +25,11 @@ Parameters (``[bias]`` terms only when ``biases``; a norm has ``2h`` params as L
 Forward FLOPs (only matrix multiplies count; norms, softmax, activations and bias adds are
 O(b s h) and ignored, as :class:`torch.utils.flop_counter.FlopCounterMode` ignores them):
 
-* linear layers: ``2 x tokens x weight params`` (``tokens = b s``); cross-attention projects
-  queries and output on ``b s_d`` decoder tokens and keys/values on ``b s_e`` encoder tokens:
-  ``2 b (2 s_d + 2 s_e) h d``
-* attention scores ``Q K^T`` and ``softmax x V``: ``4 b s_q s_k d`` (no saving for the causal
-  mask, as in Megatron-LM's accounting)
+* linear layers: ``2 x tokens x weight params`` (``tokens = b s``); attention projects queries
+  and output on its ``s_q`` query tokens and keys/values on its ``s_k`` key tokens:
+  ``2 b (2 s_q d + 2 s_k d_kv) h`` (cross-attention: ``s_q = s_d``, ``s_k = s_e``)
+* attention scores ``Q K^T`` and ``softmax x V``: ``4 b s_q s_k d`` over all ``a`` query heads,
+  whatever ``k`` (no saving for the causal mask, as in Megatron-LM's accounting)
 * embedding: 0 (a table lookup)
 * head: ``2 b s h V`` (encoder-only adds ``2 b s h^2`` for the MLM transform and ``2 b h^2``
   for the pooler)
@@ -40,13 +43,27 @@ Recomputation in Large Transformer Models" (arXiv 2205.05198), Sec. 4.1: a GPT l
 derivation so that ``d != h``, ``f != 4h``, gated FFNs and cross-attention are covered; for
 ``p = 2, d = h, f = 4h`` it reduces exactly to the paper's formula:
 
-* attention: ``(p + 1) b s_q h`` (input, output dropout mask) + ``p b (2 s_q + 2 s_k) d`` (Q, K,
-  V, output-projection input) + ``(2p + 1) a b s_q s_k`` (softmax, its dropout mask and
+* attention: ``(p + 1) b s_q h`` (input, output dropout mask) + ``p b (2 s_q d + 2 s_k d_kv)``
+  (Q, output-projection input, K, V) + ``(2p + 1) a b s_q s_k`` (softmax, its dropout mask and
   output); cross-attention also keeps the encoder output ``p b s_e h``
 * FFN: ``(p + 1) b s h + 2 p b s f`` (gated: ``3 p b s f``)
 * norm: ``p b s h`` each
 * embedding: ``b s h`` (dropout mask); head: ``2 p b s h`` (norm and projection inputs) +
   ``4 b s V`` (fp32 logits for the cross-entropy, Korthikanti et al. Sec. 4.3)
+
+Activation recomputation (``recompute``; Korthikanti et al. 2022, Sec. 4 and 5), per
+transformer block (the embedding and the head are never recomputed):
+
+* ``"none"``: the stash above; nothing is recomputed.
+* ``"selective"``: the attention core (``Q K^T``, softmax, its dropout, ``x V``) is not kept but
+  recomputed in the backward pass: the stash loses ``(2p + 1) a b s_q s_k`` per attention (a GPT
+  layer keeps ``34 s b h``, the paper's Eq. 6 without tensor parallelism) and the backward reruns
+  ``4 b s_q s_k d`` FLOPs per attention.
+* ``"full"``: only the block's input is kept, ``p b s h`` (a decoder block of an
+  encoder-decoder also keeps the encoder output it attends to, ``p b s_e h``), and the backward
+  reruns the block's whole forward.
+
+A layer's backward costs ``2 x flops + recompute_flops`` (:class:`Workload.recompute_flops`).
 
 """
 
@@ -58,7 +75,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hulk_env.errors import HulkInputError
-from hulk_env.workload.model import Workload
+from hulk_env.validation import limits
+from hulk_env.workload.model import Workload, check_recompute
 
 ARCHITECTURES = ("decoder", "encoder", "encoder-decoder")
 NORMS = ("layernorm", "rmsnorm")
@@ -83,6 +101,8 @@ class TransformerConfig:
         ffn: FFN inner size ``f`` (default ``4 * hidden``).
         head_dim: per-head size (default ``hidden // heads``); attention inner size is
             ``heads * head_dim``.
+        num_kv_heads: key/value heads ``k`` (default ``heads``; fewer for grouped-query
+            attention, 1 for multi-query attention); must divide ``heads``.
         gated_ffn: SwiGLU/GEGLU FFN with three matrices (LLaMA).
         tied_embeddings: the LM head reuses the embedding matrix.
         max_positions: learned position embeddings (0 for rotary, ALiBi or relative bias).
@@ -92,6 +112,8 @@ class TransformerConfig:
         micro_batch_size, num_micro_batches, data_parallel, schedule, state_bytes_per_param,
         grad_bytes_per_param: training settings, as in :class:`Workload`.
         layers_per_block: coarsen the built graph into blocks of this many layers.
+        recompute: activation recomputation, ``"none"``, ``"selective"`` or ``"full"`` (the
+            module docstring gives its stash and extra FLOPs).
     """
 
     name: str
@@ -105,6 +127,7 @@ class TransformerConfig:
     decoder_seq_len: int | None = None
     ffn: int | None = None
     head_dim: int | None = None
+    num_kv_heads: int | None = None
     gated_ffn: bool = False
     tied_embeddings: bool = True
     max_positions: int = 0
@@ -118,6 +141,7 @@ class TransformerConfig:
     state_bytes_per_param: float = 16.0
     grad_bytes_per_param: float = 2.0
     layers_per_block: int = 1
+    recompute: str = "none"
 
     def __post_init__(self) -> None:
         src = f"model config '{self.name}'"
@@ -125,7 +149,7 @@ class TransformerConfig:
             _check_int(getattr(self, label), 1, src, label)
         for label in ("num_decoder_layers", "max_positions"):
             _check_int(getattr(self, label), 0, src, label)
-        for label in ("decoder_seq_len", "ffn", "head_dim"):
+        for label in ("decoder_seq_len", "ffn", "head_dim", "num_kv_heads"):
             if getattr(self, label) is not None:
                 _check_int(getattr(self, label), 1, src, label)
         if self.architecture not in ARCHITECTURES:
@@ -151,10 +175,29 @@ class TransformerConfig:
                 source=src,
                 field="heads",
             )
+        if self.num_kv_heads is not None and (
+            self.num_kv_heads > self.heads or self.heads % self.num_kv_heads
+        ):
+            raise HulkInputError(
+                f"num_kv_heads {self.num_kv_heads} must divide heads {self.heads} (each key/value "
+                "head serves the same number of query heads)",
+                source=src,
+                field="num_kv_heads",
+            )
+        check_recompute(self.recompute, src)
         value = float(self.bytes_per_activation)
         if not np.isfinite(value) or value <= 0:
             raise HulkInputError(
                 f"must be positive and finite, got {value!r}", source=src, field="bytes_per_activation"
+            )
+        blocks = self.num_layers + self.num_decoder_layers
+        if blocks > limits.MAX_LAYERS * self.layers_per_block:  # before building any block
+            raise HulkInputError(
+                f"{blocks:,} blocks make more than {limits.MAX_LAYERS:,} layers with "
+                f"layers_per_block={self.layers_per_block}; raise layers_per_block "
+                f"({limits.cite('MAX_LAYERS')})",
+                source=src,
+                field="num_layers",
             )
 
     @property
@@ -168,6 +211,16 @@ class TransformerConfig:
         return self.heads * (self.head_dim if self.head_dim is not None else self.hidden // self.heads)
 
     @property
+    def kv_heads(self) -> int:
+        """Key/value heads ``k``."""
+        return self.num_kv_heads if self.num_kv_heads is not None else self.heads
+
+    @property
+    def kv_dim(self) -> int:
+        """Key/value inner size ``d_kv = k * head_dim``."""
+        return self.attn_dim // self.heads * self.kv_heads
+
+    @property
     def target_seq_len(self) -> int:
         """Decoder tokens per sequence of an encoder-decoder."""
         return self.decoder_seq_len if self.decoder_seq_len is not None else self.seq_len
@@ -179,11 +232,13 @@ def _check_int(value: Any, minimum: int, src: str, label: str) -> None:
 
 
 class LayerCost(NamedTuple):
-    """Parameters, forward FLOPs and stashed bytes of a layer (or part of one), per micro-batch."""
+    """Parameters, forward FLOPs, stashed bytes and forward FLOPs rerun in the backward pass
+    (recomputation) of a layer or part of one, per micro-batch."""
 
     params: float = 0.0
     flops: float = 0.0
     stash_bytes: float = 0.0
+    recompute_flops: float = 0.0
 
 
 def _total(*parts: LayerCost) -> LayerCost:
@@ -198,17 +253,19 @@ def _norm(cfg: TransformerConfig, b: int, s: int) -> LayerCost:
 
 def _attention(cfg: TransformerConfig, b: int, s_q: int, s_k: int, cross: bool) -> LayerCost:
     """Self-attention (``s_q == s_k``) or cross-attention of ``s_q`` queries on ``s_k`` keys."""
-    h, d, a, p = cfg.hidden, cfg.attn_dim, cfg.heads, cfg.bytes_per_activation
-    params = 4 * h * d + (3 * d + h if cfg.biases else 0)
-    proj_flops = 2 * b * (2 * s_q + 2 * s_k) * h * d  # Q, out on queries; K, V on keys
-    score_flops = 4 * b * s_q * s_k * d  # Q K^T and softmax x V
+    h, d, d_kv, a, p = cfg.hidden, cfg.attn_dim, cfg.kv_dim, cfg.heads, cfg.bytes_per_activation
+    params = 2 * h * d + 2 * h * d_kv + (d + 2 * d_kv + h if cfg.biases else 0)
+    proj_flops = 2 * b * (2 * s_q * d + 2 * s_k * d_kv) * h  # Q, out on queries; K, V on keys
+    score_flops = 4 * b * s_q * s_k * d  # Q K^T and softmax x V, every query head
+    core_stash = (2 * p + MASK_BYTES) * a * b * s_q * s_k  # softmax, dropout mask and output
     stash = (
         (p + MASK_BYTES) * b * s_q * h
-        + p * b * (2 * s_q + 2 * s_k) * d
-        + (2 * p + MASK_BYTES) * a * b * s_q * s_k
+        + p * b * (2 * s_q * d + 2 * s_k * d_kv)
         + (p * b * s_k * h if cross else 0.0)
     )
-    return LayerCost(params, proj_flops + score_flops, stash)
+    if cfg.recompute == "selective":
+        return LayerCost(params, proj_flops + score_flops, stash, score_flops)
+    return LayerCost(params, proj_flops + score_flops, stash + core_stash)
 
 
 def _ffn(cfg: TransformerConfig, b: int, s: int) -> LayerCost:
@@ -228,19 +285,31 @@ def transformer_block(cfg: TransformerConfig, kind: str = "self") -> LayerCost:
         kind: ``"self"`` (a decoder-only or encoder block) or ``"cross"`` (a decoder block of an
             encoder-decoder, attending to ``seq_len`` encoder tokens).
     """
-    b = cfg.micro_batch_size
+    b, h, p = cfg.micro_batch_size, cfg.hidden, cfg.bytes_per_activation
     if kind == "self":
         s = cfg.seq_len
-        return _total(_attention(cfg, b, s, s, False), _ffn(cfg, b, s), *[_norm(cfg, b, s)] * 2)
-    if kind == "cross":
+        block = _total(_attention(cfg, b, s, s, False), _ffn(cfg, b, s), *[_norm(cfg, b, s)] * 2)
+        inputs = p * b * s * h
+    elif kind == "cross":
         s, s_e = cfg.target_seq_len, cfg.seq_len
-        return _total(
+        block = _total(
             _attention(cfg, b, s, s, False),
             _attention(cfg, b, s, s_e, True),
             _ffn(cfg, b, s),
             *[_norm(cfg, b, s)] * 3,
         )
-    raise ValueError(f"unknown block kind {kind!r}")
+        inputs = p * b * (s + s_e) * h  # its input and the encoder output it attends to
+    else:
+        raise ValueError(f"unknown block kind {kind!r}")
+    if cfg.recompute == "full":
+        return LayerCost(block.params, block.flops, inputs, block.flops)
+    return block
+
+
+def _final_norm(cfg: TransformerConfig, b: int, s: int) -> LayerCost:
+    """The encoder's final norm, held by its last block: recomputed with it under ``full``."""
+    norm = _norm(cfg, b, s)
+    return LayerCost(norm.params, 0.0, 0.0) if cfg.recompute == "full" else norm
 
 
 def _embedding(cfg: TransformerConfig) -> LayerCost:
@@ -286,7 +355,7 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
         enc = transformer_block(cfg, "self")
         for i in range(1, n + 1):
             names.append(f"enc{i}")
-            rows.append(enc if i < n else _total(enc, _norm(cfg, b, cfg.seq_len)))
+            rows.append(enc if i < n else _total(enc, _final_norm(cfg, b, cfg.seq_len)))
             acts.append(act_block)
             edges.append((i - 1, i))
         dec = transformer_block(cfg, "cross")
@@ -317,6 +386,8 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
         activation_bytes=np.array(acts),
         stash_bytes=table[:, LayerCost._fields.index("stash_bytes")],
         edges=np.array(edges, dtype=np.int64),
+        recompute_flops=table[:, LayerCost._fields.index("recompute_flops")],
+        recompute=cfg.recompute,
         micro_batch_size=cfg.micro_batch_size,
         num_micro_batches=cfg.num_micro_batches,
         data_parallel=cfg.data_parallel,
