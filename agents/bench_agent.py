@@ -28,7 +28,8 @@ cost evaluations of ``gnn-ppo+search`` over all instances / total of ``genetic``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -64,27 +65,35 @@ def gap_geomean(times_s: list[float], fallback_s: list[float], reference_s: list
 
 
 def policy_methods() -> dict[str, Callable]:
-    """The shipped policy's methods (``gnn-ppo``, ``gnn-ppo+search``) from :mod:`agents.inference`."""
+    """The shipped policy's methods (``gnn-ppo``, ``gnn-ppo+search``) from :mod:`agents.methods`."""
     from agents.methods import agent_methods
 
     methods = agent_methods()
     missing = [m for m in (POLICY, POLISH) if m not in methods]
     if missing:
         raise HulkInputError(
-            f"no method {', '.join(missing)} in agents.inference.agent_methods(): is the pretrained policy shipped "
+            f"no method {', '.join(missing)} in agents.methods.agent_methods(): is the pretrained policy shipped "
             "(agents/pretrained)?",
             field="method",
         )
     return methods
 
 
-def bench_agent(suite: str = "unseen-v0", quick: bool = False, log: Callable[[str], None] | None = None) -> dict:
+def bench_agent(
+    suite: str = "unseen-v0",
+    quick: bool = False,
+    log: Callable[[str], None] | None = None,
+    methods: Mapping[str, Callable] | None = None,
+    reference_path: Path | None = None,
+) -> dict:
     """The shipped policy, its search polish and ``latency-chain-dp`` against the cached searches.
 
     Args:
         suite: a suite with a shipped search reference (``unseen-v0``).
         quick: only the instances of at most ``QUICK_MAX_MACHINES`` machines.
         log: called with one line per instance (progress), if given.
+        methods: stand-ins for ``gnn-ppo`` and ``gnn-ppo+search`` (default: the shipped policy's).
+        reference_path: another search-reference file (default: the shipped one).
 
     Returns:
         A dict with exactly the keys :data:`KEYS` (see the module docstring).
@@ -92,9 +101,9 @@ def bench_agent(suite: str = "unseen-v0", quick: bool = False, log: Callable[[st
     Raises:
         HulkInputError: no (or a stale) search reference, or no shipped policy.
     """
-    reference = load_reference(suite)
     instances = [i for i in load_suite(suite) if not quick or i.num_machines <= QUICK_MAX_MACHINES]
-    methods = policy_methods()
+    reference = load_reference(suite, reference_path, instances)
+    methods = policy_methods() if methods is None else methods
     chain_dp = get_method(CHAIN_DP)
     policy, polish, chain, ref_s, naive_s, genetic_evals = [], [], [], [], [], 0
     for inst in instances:

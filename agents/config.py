@@ -1,7 +1,7 @@
 """One typed training configuration: dataclasses, YAML files, dotted overrides.
 
-A run is described by a :class:`RunConfig` with five sections (``env``, ``ppo``, ``policy``,
-``train``, ``eval``). It is read from a YAML file -- a name of one shipped with the package in
+A run is described by a :class:`RunConfig` with six sections (``env``, ``imitation``, ``ppo``,
+``policy``, ``train``, ``eval``). It is read from a YAML file -- a name of one shipped with the package in
 ``agents/configs/`` or a path (every key is optional; missing keys keep the defaults below) --
 then overridden from the command line with dotted ``section.key=value`` pairs (``--set
 ppo.learning_rate=1e-4``), and written resolved next to the run (``config.yaml``) so the run can
@@ -32,12 +32,14 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # package data: found 
 
 @dataclass
 class EnvConfig:
-    """What the agent is trained on (arguments of :class:`hulk_env.env.PlacementEnv`).
+    """What the agent is trained on (``hulk/Placement-v1``, :class:`hulk_env.env.PlacementEnvV1`).
 
     Attributes:
         generator: where training instances come from: ``fixed`` (one cluster x one model),
-            ``suite`` (the first ``suite_instances`` of a benchmark suite), ``toy`` or
-            ``random`` (a fresh instance from :mod:`hulk_env.generators` every episode).
+            ``suite`` (the first ``suite_instances`` of a benchmark suite), ``toy``,
+            ``random`` (a fresh instance from :mod:`hulk_env.generators` every episode) or
+            ``generalist`` (:class:`agents.distribution.GeneralistGenerator`: 4-128 machines over
+            the training cities, built-in models 125M-176B, 1-4 replicas, memory-tight cases).
         cluster: ``fixed``: a built-in cluster name (``default``), a paper data directory or a
             YAML/JSON file.
         model: ``fixed``: a built-in model name (``default``) or a YAML/JSON workload file.
@@ -57,8 +59,10 @@ class EnvConfig:
         invalid_action: ``fallback`` or ``penalty`` (never reached with masking).
         lookahead: add the one-step lookahead observation of :mod:`agents.shaping` (the
             shaped reward of every action, from one batched cost-model call per step).
-        cities: ``random``: the city pool of the training clusters (names of
-            :data:`hulk_env.hardware.geo.CITIES`); empty = every city. Lets an experiment hold cities out.
+        cities: ``random``, ``generalist``: the city pool of the training clusters (names of
+            :data:`hulk_env.hardware.geo.CITIES`); empty = every city (``random``) or
+            :data:`hulk_env.evaluation.suites.TRAINING_CITIES` (``generalist``).
+        machines: ``generalist``: ``[low, high]`` machines per cluster (empty: 4-128).
     """
 
     generator: str = "fixed"
@@ -76,6 +80,33 @@ class EnvConfig:
     invalid_action: str = "fallback"
     lookahead: bool = True
     cities: list[str] = field(default_factory=list)
+    machines: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ImitationConfig:
+    """Warm start by behaviour cloning before PPO (:mod:`agents.imitation`).
+
+    Attributes:
+        demonstrations: training instances to demonstrate (``0`` = no imitation, PPO from
+            scratch); drawn from the training generator with seed ``train.seed``.
+        methods: baselines whose fastest placement per instance is the demonstration.
+        polish_budget: also run ``anneal`` with this budget per instance (``0`` = not).
+        epochs: behaviour-cloning passes over the demonstrations.
+        learning_rate: Adam's step size (cosine-decayed to 10%).
+        batch_steps: slots per Adam step.
+        vf_coef: weight of the value loss (the critic learns the demonstrations' returns).
+        max_minutes: stop behaviour cloning after this many minutes (``0`` = no limit).
+    """
+
+    demonstrations: int = 0
+    methods: list[str] = field(default_factory=lambda: ["latency-chain-dp", "partition", "compute-greedy"])
+    polish_budget: int = 0
+    epochs: int = 20
+    learning_rate: float = 1e-3
+    batch_steps: int = 512
+    vf_coef: float = 0.5
+    max_minutes: float = 0.0
 
 
 @dataclass
@@ -153,8 +184,10 @@ class EvalConfig:
     """Evaluation during and after training.
 
     Attributes:
-        eval_every: steps between ``MaskableEvalCallback`` evaluations (``0`` = never).
-        n_eval_episodes: episodes per evaluation (held-out instances, deterministic).
+        eval_every: steps between evaluations on the held-out instances (``0`` = never); the
+            best one is kept as ``best_policy/`` (:class:`agents.train.Validation`).
+        n_eval_episodes: held-out instances per evaluation (greedy rollouts at each
+            instance's own size; the first ``n``).
         heldout_instances: held-out instances for a suite run (the single-instance run evaluates
             on its own instance).
         baselines: methods the final comparison runs next to the policy.
@@ -179,6 +212,7 @@ class RunConfig:
     """Everything a training run needs, as one object."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
+    imitation: ImitationConfig = field(default_factory=ImitationConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -191,6 +225,7 @@ class RunConfig:
 
 SECTIONS: dict[str, type] = {
     "env": EnvConfig,
+    "imitation": ImitationConfig,
     "ppo": PPOConfig,
     "policy": PolicyConfig,
     "train": TrainConfig,

@@ -32,6 +32,7 @@ import numpy as np
 from hulk_env.baselines.naive import naive
 from hulk_env.cluster import PAPER_GPU_MIX, geo_cluster
 from hulk_env.errors import HulkInputError
+from hulk_env.feasibility import memory_tightness
 from hulk_env.hardware import geo
 from hulk_env.instance import Instance
 from hulk_env.workload import catalog
@@ -57,24 +58,12 @@ GPUS_PER_MACHINE = (1, 2, 4, 8)  # for random sub-mixes
 TIGHT_RANGE = (0.45, 0.9)  # memory needed / memory of the cluster, for memory-tight draws
 
 
-def heldout_cities() -> tuple[str, ...]:
-    """The cities of the held-out suites (never in training)."""
-    from hulk_env.evaluation import HELDOUT_CITIES
-
-    return tuple(geo.get_city(c).name for c in HELDOUT_CITIES)
-
-
 def training_cities() -> tuple[str, ...]:
-    """Every city of the table except the held-out ones, in sorted order."""
-    held = set(heldout_cities())
-    return tuple(sorted(c for c in geo.CITIES if geo.get_city(c).name not in held))
+    """The training city pool (:data:`hulk_env.evaluation.suites.TRAINING_CITIES`): the
+    validation (``val-v0``) and unseen (``unseen-v0``) suites use the other cities."""
+    from hulk_env.evaluation.suites import TRAINING_CITIES
 
-
-def memory_need_share(instance: Instance) -> float:
-    """Memory the model needs / the cluster's (:func:`hulk_env.evaluation.memory_tightness`)."""
-    from hulk_env.evaluation import memory_tightness
-
-    return float(memory_tightness(instance))
+    return tuple(geo.get_city(c).name for c in TRAINING_CITIES)
 
 
 @dataclass(frozen=True)
@@ -162,7 +151,7 @@ class GeneralistGenerator:
             for d in sorted((x for x in self.data_parallel if x <= drawn), reverse=True):
                 w = catalog.get_model(str(model), data_parallel=d, num_micro_batches=micro, schedule=schedule)
                 inst = Instance(cluster, w, f"{self.name}/{key}")
-                if tight and not TIGHT_RANGE[0] <= memory_need_share(inst) <= TIGHT_RANGE[1]:
+                if tight and not TIGHT_RANGE[0] <= memory_tightness(inst) <= TIGHT_RANGE[1]:
                     continue
                 if naive(inst).feasible:
                     return inst

@@ -1,42 +1,38 @@
-"""Graph feature extractor: the machine graph and the layer DAG of a placement observation.
+"""Graph feature extractor over the ``hulk/Placement-v1`` observation, at any size.
 
 :class:`PlacementGNN` is an SB3 ``BaseFeaturesExtractor`` over the ``Dict`` observation of
-:class:`hulk_env.env.PlacementEnv`. It reads three graphs that share the batch axis ``B``:
+:class:`hulk_env.env.PlacementEnvV1` (the sparse layout of ``docs/architecture.md``, "Placement-v1
+observation"). It reads three graphs that share the batch axis ``B``:
 
-* the **machine graph** (``M`` padded machines, complete): dense multi-head graph attention
-  over the ``[B, M, M]`` link matrix (GAT-style additive scores, as ``DenseGATConv``, plus a
-  per-head term linear in the edge features latency and bandwidth). The graph is small and
-  complete, so dense is the fast form on a CPU: the design measured sparse ``GATv2Conv`` at
-  0.07x the throughput of an MLP, dense message passing at 0.5x;
-* the **layer DAG** (``N`` padded (replica, layer) slots, sparse): the edge list of the whole
-  batch is offset by ``b * N`` and scattered into a dense ``[B, N, N]`` adjacency with
-  :func:`torch_geometric.utils.to_dense_adj` (one call, no per-sample loop), then torch-geometric
-  :class:`~torch_geometric.nn.DenseGraphConv` passes messages forwards (from predecessors) and
-  backwards (from successors);
-* the **placement** (bipartite slots <-> machines, from ``layer_machine``): each machine sums
-  the embeddings of the slots it holds, each placed slot reads its machine's embedding.
+* the **machine graph** (``M`` machines): each machine attends over its ``K`` listed
+  neighbours (its nearest machines and a gateway per nearby region, ``neighbours``), GAT-style
+  additive scores plus a per-head term linear in the link features (latency, bandwidth), then
+  reads the pooled mean and max of all machines (a global view: ``O(M)``). Nothing is
+  ``O(M^2)``: work and memory grow as ``B M K H``;
+* the **layer DAG** (``N`` (replica, layer) slots): mean messages from predecessors and from
+  successors along the edge list, scattered with ``index_add`` (``O(B E H)``, no ``[N, N]``
+  adjacency);
+* the **placement** (slots <-> machines, from ``layer_machine``): each machine sums the
+  embeddings of the slots it holds, each placed slot reads its machine's embedding (gathers).
 
-The machines' input features include the link features from the machines that hold the current
-slot's predecessors (where its input would come from) and, when the env is wrapped by
-:class:`agents.shaping.StayLookahead`, the one-step lookahead of each machine. The current slot
-(``cursor``) gives a context vector (its embedding after the DAG rounds, plus the global
-features) that the policy head combines with every machine embedding. The output is one
-embedding per machine (for the per-machine pointer head of :mod:`agents.policy`) plus a pooled
-summary (masked mean and max of the machine embeddings, the context; for the value head and the
-pointer's context), flattened as ``[z (M x H) | machine_mask (M) | holds_predecessor
-(M) | lookahead gain (M) | lookahead fits (M) | summary (G)]`` (the per-machine signals feed the
-head's priors).
+The current slot (``cursor``) gives a context vector (its embedding after the DAG rounds, plus
+the global features) that is added to every machine before the machine rounds (so machines
+attend with the layer at hand in mind) and that the policy head combines with every machine
+embedding. The machines' own features (v1's 15 columns) include the links from the machine of
+the slot's predecessor and from the machine of the same layer in the previous replica, the
+witness completion's machine and its memory slack; with :class:`agents.shaping.StayLookahead`
+also the one-step lookahead (gain, fits) of every machine.
 
-Everything is a function of the real machines and slots only: padded machines are excluded
-from attention and pooling, padded slots have no edges and no machine, so more padding gives
-the same embeddings for the real machines; no operation depends on a machine's index, so
-relabelling the machines permutes the embeddings the same way (both tested).
+Output: one embedding per machine for the per-machine pointer head of :mod:`agents.policy`,
+the per-machine signals its priors read, and a pooled summary for the critic, flattened as
+``[z (M x H) | mask | pred | ring | witness | gain | fits (M each) | summary (G)]``.
+:func:`split_features` undoes it and infers ``M`` from the length, so **one network places any
+number of machines, layers and replicas**: the weights never depend on the padding.
 
-Cost on 2 CPU cores (hidden 32, one round each, 47 machines, batch 256): ~37 ms for forward +
-backward. What made it affordable: no MLP over the ``[B, M, M]`` edge tensor (a 2 -> 16 -> 4
-edge MLP cost more than the rest together), additive instead of dot-product attention, the
-key mask added to the ``[B, k, 1, M]`` scores rather than the ``[B, k, M, M]`` logits, no
-feed-forward block after attention; ``hulk bench train`` measures the PPO throughput.
+Everything is a function of the real machines and slots only (padded machines are excluded
+from attention and pooling, padded slots have no edges and no machine), and no operation
+depends on a machine's index, so relabelling the machines permutes the embeddings the same way
+(both tested in ``tests/test_gnn.py``).
 """
 
 from __future__ import annotations
@@ -47,22 +43,49 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
-from torch_geometric.nn import DenseGraphConv
-from torch_geometric.utils import to_dense_adj
 
 from agents.shaping import LOOKAHEAD_KEY
-from hulk_env.env import GLOBAL_FEATURES, LAYER_FEATURES, LINK_FEATURES, MACHINE_FEATURES
+from hulk_env.env import GLOBAL_FEATURES, LAYER_FEATURES, LINK_FEATURES, MACHINE_FEATURES_V1
+from hulk_env.env.observation import CLIP
 
-_PRED = MACHINE_FEATURES.index("holds_predecessor")
-_NEG = -1e9  # attention logit of a padded machine (finite: no NaN when a row is all padding)
+_PRED = MACHINE_FEATURES_V1.index("holds_predecessor")
+_RING_BW = MACHINE_FEATURES_V1.index("ring_bandwidth")
+_WITNESS = MACHINE_FEATURES_V1.index("witness")
+_NEG = -1e9  # attention logit of a padded neighbour (finite: no NaN when a row is all padding)
+SIGNALS = ("pred", "ring", "witness", "gain", "fits")  # per-machine signals for the head's priors
+
+
+class EdgeList(NamedTuple):
+    """The batch's layer DAG as flat slot indices ``b * N + slot`` (the PyG batching convention)."""
+
+    src: torch.Tensor  # [E'] source slots of the real edges
+    dst: torch.Tensor  # [E'] destination slots
+    inv_in: torch.Tensor  # [B * N, 1] 1 / in-degree (1 where none)
+    inv_out: torch.Tensor  # [B * N, 1] 1 / out-degree
+
+
+def edge_list(edges: torch.Tensor, edge_mask: torch.Tensor, num_slots: int) -> EdgeList:
+    """The real edges of every sample, offset by ``b * N``, with the degrees for mean messages."""
+    b = edges.shape[0]
+    offsets = (torch.arange(b, device=edges.device) * num_slots).view(b, 1)
+    keep = edge_mask.reshape(-1)
+    src = (edges[..., 0] + offsets).reshape(-1)[keep]
+    dst = (edges[..., 1] + offsets).reshape(-1)[keep]
+    ones = torch.ones(len(src), device=edges.device)
+    zeros = torch.zeros(b * num_slots, device=edges.device)
+    inv_in = zeros.index_add(0, dst, ones).clamp(min=1.0).reciprocal().unsqueeze(-1)
+    inv_out = zeros.index_add(0, src, ones).clamp(min=1.0).reciprocal().unsqueeze(-1)
+    return EdgeList(src, dst, inv_in, inv_out)
 
 
 class Observation(NamedTuple):
-    """The observation tensors the network reads (batched, float32 unless noted)."""
+    """The observation tensors the network reads (batched; float32 unless noted)."""
 
     machine_features: torch.Tensor  # [B, M, Fm]
     machine_mask: torch.Tensor  # [B, M] bool
-    links: torch.Tensor  # [B, M, M, Fe]
+    neighbours: torch.Tensor  # [B, M, K] long (padding clamped to 0, see neighbour_mask)
+    neighbour_links: torch.Tensor  # [B, M, K, Fe]
+    neighbour_mask: torch.Tensor  # [B, M, K] bool
     layer_features: torch.Tensor  # [B, N, Fl]
     layer_mask: torch.Tensor  # [B, N] bool
     layer_machine: torch.Tensor  # [B, N] long, -1 unplaced / padding
@@ -71,6 +94,7 @@ class Observation(NamedTuple):
     cursor: torch.Tensor  # [B] long
     globals_: torch.Tensor  # [B, G]
     lookahead: torch.Tensor | None  # [B, M, 2] (agents.shaping: gain, fits), when the env adds it
+    dag: EdgeList  # the layer DAG as flat slot indices (from edges, edge_mask)
 
 
 class MachineEmbeddings(NamedTuple):
@@ -79,71 +103,66 @@ class MachineEmbeddings(NamedTuple):
     Attributes:
         z: ``[B, M, H]`` machine embeddings (0 for padded machines).
         mask: ``[B, M]`` bool, real machines.
-        pred: ``[B, M]`` 1.0 where the machine holds a predecessor of the current slot.
-        gain: ``[B, M]`` the lookahead gain of each machine (0 without the feature).
-        fits: ``[B, M]`` 1.0 where that machine's stay completion fits in memory (0 without).
+        signals: ``[B, 5, M]`` per-machine signals :data:`SIGNALS`: holds the slot's
+            predecessor; holds the same layer in the previous replica; is the witness's
+            machine; lookahead gain; lookahead fits (the last two 0 without the lookahead).
         summary: ``[B, G]`` masked mean and max of ``z``, the current slot's context, globals.
     """
 
     z: torch.Tensor
     mask: torch.Tensor
-    pred: torch.Tensor
-    gain: torch.Tensor
-    fits: torch.Tensor
+    signals: torch.Tensor
     summary: torch.Tensor
 
 
-def read_observation(obs: dict[str, torch.Tensor]) -> Observation:
-    """Typed, correctly-dtyped views of SB3's preprocessed (float) observation dict."""
+def read_observation(obs: dict[str, torch.Tensor], static: Observation | None = None) -> Observation:
+    """Typed, correctly-dtyped views of SB3's preprocessed (float) observation dict.
+
+    ``static``: an earlier observation of the same episode and batch size, whose per-instance
+    parts (masks, neighbour lists, layer graph) are reused instead of converted again -- the
+    per-step fast path of :mod:`agents.inference`.
+    """
     n = obs["layer_features"].shape[1]
-    return Observation(
+    if static is None:
+        edges, edge_mask = obs["edges"].round().long(), obs["edge_mask"] > 0.5
+        static = Observation(
+            machine_features=None, machine_mask=obs["machine_mask"] > 0.5,
+            neighbours=obs["neighbours"].round().long().clamp(min=0), neighbour_links=obs["neighbour_links"],
+            neighbour_mask=obs["neighbour_mask"] > 0.5, layer_features=None, layer_mask=obs["layer_mask"] > 0.5,
+            layer_machine=None, edges=edges, edge_mask=edge_mask, cursor=None, globals_=None, lookahead=None,
+            dag=edge_list(edges, edge_mask, n),
+        )  # fmt: skip
+    return static._replace(
         machine_features=obs["machine_features"],
-        machine_mask=obs["machine_mask"] > 0.5,
-        links=obs["links"],
         layer_features=obs["layer_features"],
-        layer_mask=obs["layer_mask"] > 0.5,
         layer_machine=obs["layer_machine"].round().long(),
-        edges=obs["edges"].round().long(),
-        edge_mask=obs["edge_mask"] > 0.5,
         cursor=obs["cursor"].reshape(-1).round().long().clamp(0, max(n - 1, 0)),
         globals_=obs["globals"],
         lookahead=obs.get(LOOKAHEAD_KEY),
     )
 
 
-def layer_adjacency(edges: torch.Tensor, edge_mask: torch.Tensor, num_slots: int) -> torch.Tensor:
-    """``[B, N, N]`` adjacency ``A[b, u, v] = 1`` for each real edge ``u -> v`` of sample ``b``.
-
-    The batch's edge lists are concatenated with node offsets ``b * N`` (the PyG batching
-    convention) and scattered in one :func:`to_dense_adj` call.
-    """
-    b, e, _ = edges.shape
-    offsets = (torch.arange(b, device=edges.device) * num_slots).view(b, 1, 1)
-    flat = (edges + offsets).reshape(b * e, 2)[edge_mask.reshape(-1)]
-    batch = torch.arange(b, device=edges.device).repeat_interleave(num_slots)
-    adj = to_dense_adj(flat.t(), batch=batch, max_num_nodes=num_slots, batch_size=b)
-    return adj.clamp_(max=1.0)
+def gather_rows(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x [B, M, H]`` at ``index [B, M, K]`` (rows of the same sample) -> ``[B, M, K, H]``."""
+    b, m, h = x.shape
+    k = index.shape[-1]
+    return x.gather(1, index.reshape(b, m * k, 1).expand(b, m * k, h)).view(b, m, k, h)
 
 
-def placement_matrix(layer_machine: torch.Tensor, num_machines: int) -> torch.Tensor:
-    """``[B, N, M]`` one-hot of each placed slot's machine (zero rows for unplaced/padding)."""
-    placed = layer_machine >= 0
-    one_hot = nn.functional.one_hot(layer_machine.clamp(min=0), num_machines).float()
-    return one_hot * placed.unsqueeze(-1).float()
+class Assignment(NamedTuple):
+    """Which machine holds each placed slot, as flat indices (``b * N + slot``, ``b * M + machine``)."""
+
+    slots: torch.Tensor
+    machines: torch.Tensor
 
 
-def edge_bias(links: torch.Tensor, linear: nn.Linear) -> torch.Tensor:
-    """``[B, heads, M, M]`` bias ``W links_ab + c``, built in that layout by broadcasting.
-
-    Same as ``linear(links).permute(0, 3, 1, 2)``, 4x faster: a ``[B*M*M, 2] x [2, heads]``
-    matrix product is slow on a CPU, and the permute would copy.
-    """
-    w, c = linear.weight, linear.bias  # [heads, F], [heads]
-    heads = w.shape[0]
-    out = c.view(1, heads, 1, 1) + links[..., 0].unsqueeze(1) * w[:, 0].view(1, heads, 1, 1)
-    for f in range(1, links.shape[-1]):
-        out = out + links[..., f].unsqueeze(1) * w[:, f].view(1, heads, 1, 1)
-    return out
+def assignment(layer_machine: torch.Tensor, num_machines: int) -> Assignment:
+    """The placed slots of a batch and their machines (unplaced and padded slots left out)."""
+    b, n = layer_machine.shape
+    placed = (layer_machine >= 0).reshape(-1)
+    slots = torch.arange(b * n, device=layer_machine.device)[placed]
+    machines = (layer_machine.clamp(min=0) + (torch.arange(b, device=layer_machine.device) * num_machines).view(b, 1))
+    return Assignment(slots, machines.reshape(-1)[placed])
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -168,15 +187,15 @@ def mlp(sizes: tuple[int, ...]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-class MachineAttention(nn.Module):
-    """One round of dense multi-head graph attention over the complete machine graph.
+class NeighbourAttention(nn.Module):
+    """One round of multi-head attention of every machine over its listed neighbours.
 
-    GAT-style additive attention with an edge term (DenseGATConv plus edge features):
-    ``alpha^k_ab = softmax_b(LeakyReLU(s^k_a + t^k_b + e^k_ab))`` over the real machines ``b``,
-    ``h'_a = h_a + ReLU(W_o [sum_b alpha^k_ab v^k_b]_k)`` with pre-LayerNorm, where ``s, t, v``
-    are linear in ``h`` and ``e^k_ab`` is the edge bias from the link features (latency,
-    bandwidth), shared by all rounds. Additive scores cost ``O(M^2)`` per head instead of the
-    ``O(M^2 d)`` of dot-product attention, which matters on 2 CPU cores.
+    ``alpha^k_ij = softmax_j(LeakyReLU(s^k_i + t^k_{n(i,j)} + e^k_ij))`` over the real
+    neighbours ``n(i, j)`` of machine ``i``, ``e^k_ij`` linear in the link features;
+    ``h'_i = h_i + ReLU(W_o [sum_j alpha^k_ij v^k_{n(i,j)}]_k)`` with pre-LayerNorm, then the
+    pooled mean and max of all real machines are added back (``W_g``): the neighbour lists give
+    the local structure, the pooling what lies beyond them. Additive scores cost ``O(K)`` per
+    machine and head; the gathered values ``O(K H)``.
     """
 
     def __init__(self, hidden: int, heads: int) -> None:
@@ -186,51 +205,52 @@ class MachineAttention(nn.Module):
         self.heads, self.head_dim = heads, hidden // heads
         self.norm = nn.LayerNorm(hidden)
         self.proj = nn.Linear(hidden, hidden + 2 * heads)  # values | source scores | target scores
+        self.edge = nn.Linear(len(LINK_FEATURES), heads)
         self.out = nn.Linear(hidden, hidden)
+        self.pooled = nn.Linear(2 * hidden, hidden, bias=False)
 
-    def forward(self, h: torch.Tensor, edge_bias: torch.Tensor, key_mask: torch.Tensor) -> torch.Tensor:
-        """``h [B, M, H]``, ``edge_bias [B, heads, M, M]``, ``key_mask [B, 1, 1, M]`` (0 or -1e9).
-
-        The key mask is added to the small ``[B, heads, 1, M]`` target scores, not to the
-        ``[B, heads, M, M]`` logits: ``LeakyReLU(x - 1e9)`` is still about ``-2e8``, which the
-        softmax turns into an exact 0.
-        """
+    def forward(self, h: torch.Tensor, obs: Observation) -> torch.Tensor:
         b, m, hidden = h.shape
         k = self.heads
         proj = self.proj(self.norm(h))
-        v = proj[..., :hidden].view(b, m, k, self.head_dim).transpose(1, 2)  # [B, k, M, d]
-        src = proj[..., hidden : hidden + k].transpose(1, 2).unsqueeze(-1)  # [B, k, M, 1]
-        dst = proj[..., hidden + k :].transpose(1, 2).unsqueeze(-2) + key_mask  # [B, k, 1, M]
-        logits = nn.functional.leaky_relu(edge_bias + src + dst, 0.2)
-        agg = torch.softmax(logits, dim=-1) @ v  # [B, k, M, d]
-        return h + torch.relu(self.out(agg.transpose(1, 2).reshape(b, m, hidden)))
+        src = proj[..., hidden : hidden + k]  # [B, M, heads]
+        targets = gather_rows(torch.cat([proj[..., :hidden], proj[..., hidden + k :]], -1), obs.neighbours)
+        values, dst = targets[..., :hidden], targets[..., hidden:]  # [B, M, K, H], [B, M, K, heads]
+        logits = nn.functional.leaky_relu(src.unsqueeze(2) + dst + self.edge(obs.neighbour_links), 0.2)
+        logits = logits.masked_fill(~obs.neighbour_mask.unsqueeze(-1), _NEG)
+        alpha = torch.softmax(logits, dim=2)  # over the neighbours
+        agg = (alpha.unsqueeze(-1) * values.view(b, m, -1, k, self.head_dim)).sum(2).reshape(b, m, hidden)
+        h = h + torch.relu(self.out(agg))
+        pooled = torch.cat([masked_mean(h, obs.machine_mask), masked_max(h, obs.machine_mask)], -1)
+        return h + self.pooled(pooled).unsqueeze(1)
 
 
 class LayerDagConv(nn.Module):
-    """One round over the layer DAG: ``y' = y + ReLU(conv_fwd(y, A^T) + conv_bwd(y, A))``.
-
-    ``A^T`` sums each slot's predecessors, ``A`` its successors; both are torch-geometric
-    :class:`DenseGraphConv` layers (mean aggregation keeps the scale of fan-in nodes sane).
-    """
+    """One round over the layer DAG: ``y' = y + ReLU(W_f mean_pred(y) + W_b mean_succ(y) + W_r y)``."""
 
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(hidden)
-        self.fwd = DenseGraphConv(hidden, hidden, aggr="mean")
-        self.bwd = DenseGraphConv(hidden, hidden, aggr="mean", bias=False)
+        self.fwd = nn.Linear(hidden, hidden)
+        self.bwd = nn.Linear(hidden, hidden, bias=False)
+        self.root = nn.Linear(hidden, hidden, bias=False)
 
-    def forward(self, y: torch.Tensor, adj: torch.Tensor, adj_t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        z = self.norm(y)
-        return y + torch.relu(self.fwd(z, adj_t, mask) + self.bwd(z, adj, mask))
+    def forward(self, y: torch.Tensor, dag: EdgeList) -> torch.Tensor:
+        b, n, hidden = y.shape
+        z = self.norm(y).reshape(b * n, hidden)
+        from_pred = torch.zeros_like(z).index_add_(0, dag.dst, z[dag.src]) * dag.inv_in
+        from_succ = torch.zeros_like(z).index_add_(0, dag.src, z[dag.dst]) * dag.inv_out
+        return y + torch.relu(self.fwd(from_pred) + self.bwd(from_succ) + self.root(z)).view(b, n, hidden)
 
 
 class PlacementGNN(BaseFeaturesExtractor):
-    """Per-machine embeddings of a placement observation (see the module docstring).
+    """Per-machine embeddings of a Placement-v1 observation (see the module docstring).
 
     Args:
-        observation_space: the env's ``Dict`` observation space (gives the padding ``M``).
+        observation_space: the env's ``Dict`` observation space (its padding only sizes SB3's
+            ``features_dim``; the network runs on observations of any size).
         hidden_dim: embedding width ``H`` of machines and slots.
-        machine_rounds: attention rounds over the machine graph.
+        machine_rounds: attention rounds over the machine neighbourhoods.
         layer_rounds: message-passing rounds over the layer DAG (and the placement).
         heads: attention heads (``hidden_dim`` must be a multiple).
     """
@@ -238,83 +258,80 @@ class PlacementGNN(BaseFeaturesExtractor):
     def __init__(
         self,
         observation_space: spaces.Dict,
-        hidden_dim: int = 64,
-        machine_rounds: int = 2,
-        layer_rounds: int = 2,
-        heads: int = 4,
+        hidden_dim: int = 32,
+        machine_rounds: int = 1,
+        layer_rounds: int = 1,
+        heads: int = 2,
     ) -> None:
         max_machines = int(observation_space["machine_mask"].shape[0])
         summary_dim = 3 * hidden_dim + len(GLOBAL_FEATURES)
-        super().__init__(observation_space, max_machines * (hidden_dim + 4) + summary_dim)
+        super().__init__(observation_space, max_machines * (hidden_dim + 1 + len(SIGNALS)) + summary_dim)
         self.max_machines = max_machines
         self.hidden_dim = hidden_dim
         self.summary_dim = summary_dim
         h = hidden_dim
-        # Machine input: its features + the mean link from the predecessors' machines (+ the
-        # lookahead gain of placing the current slot there, when the env provides it).
         self.use_lookahead = LOOKAHEAD_KEY in observation_space.spaces
-        self.machine_in = mlp((len(MACHINE_FEATURES) + len(LINK_FEATURES) + 2 * int(self.use_lookahead), h, h))
+        self.machine_in = mlp((len(MACHINE_FEATURES_V1) + 2 * int(self.use_lookahead), h, h))
         self.layer_in = mlp((len(LAYER_FEATURES), h, h))
-        # Edge bias: linear in the link features (an MLP over the [B, M, M] link tensor cost
-        # more than the rest of the network put together; the LeakyReLU adds the nonlinearity).
-        self.edge_bias = nn.Linear(len(LINK_FEATURES), heads)
-        self.machine_rounds = nn.ModuleList(MachineAttention(h, heads) for _ in range(machine_rounds))
         self.layer_rounds = nn.ModuleList(LayerDagConv(h) for _ in range(layer_rounds))
         self.to_machine = nn.ModuleList(nn.Linear(h, h, bias=False) for _ in range(layer_rounds))
         self.to_layer = nn.ModuleList(nn.Linear(h, h, bias=False) for _ in range(layer_rounds))
         self.current = nn.Linear(h + len(GLOBAL_FEATURES), h)
+        self.current_to_machine = nn.Linear(h, h, bias=False)
+        self.machine_rounds = nn.ModuleList(NeighbourAttention(h, heads) for _ in range(machine_rounds))
         self.head_norm = nn.LayerNorm(h)
 
     def forward(self, observations: dict[str, torch.Tensor]) -> torch.Tensor:
         out = self.embed(read_observation(observations))
         b = out.z.shape[0]
-        parts = [out.z.reshape(b, -1), out.mask.float(), out.pred, out.gain, out.fits, out.summary]
-        return torch.cat(parts, dim=1)
+        return torch.cat([out.z.reshape(b, -1), out.mask.float(), out.signals.reshape(b, -1), out.summary], dim=1)
 
     def embed(self, obs: Observation) -> MachineEmbeddings:
-        """Per-machine embeddings and the pooled summary of a batch of observations."""
+        """Per-machine embeddings, signals and the pooled summary of a batch of observations."""
         b, m = obs.machine_mask.shape
         n = obs.layer_features.shape[1]
-        mmask = obs.machine_mask
-
-        # Where the current layer's input would come from: links from the predecessors' machines.
-        pred = obs.machine_features[..., _PRED] * mmask.float()  # [B, M]
-        pred_links = torch.einsum("bp,bpaf->baf", pred / pred.sum(1, keepdim=True).clamp(min=1.0), obs.links)
-        parts = [obs.machine_features, pred_links]
-        if self.use_lookahead:
-            parts.append(obs.lookahead)
+        parts = [obs.machine_features] + ([obs.lookahead] if self.use_lookahead else [])
         h = self.machine_in(torch.cat(parts, dim=-1))
+        hidden = h.shape[-1]
 
         y = self.layer_in(obs.layer_features)
-        adj = layer_adjacency(obs.edges, obs.edge_mask, n)
-        adj_t = adj.transpose(1, 2)
-        assign = placement_matrix(obs.layer_machine, m)  # [B, N, M]
+        dag = obs.dag
+        held = assignment(obs.layer_machine, m)
         for conv, to_m, to_l in zip(self.layer_rounds, self.to_machine, self.to_layer, strict=True):
-            y = conv(y, adj, adj_t, obs.layer_mask) + to_l(assign @ h)
-            h = h + to_m(assign.transpose(1, 2) @ y)
+            read = torch.zeros(b * n, hidden, device=h.device).index_copy_(0, held.slots, h.reshape(b * m, hidden)[held.machines])
+            y = conv(y, dag) + to_l(read.view(b, n, hidden))
+            holds = torch.zeros(b * m, hidden, device=h.device).index_add_(0, held.machines, y.reshape(b * n, hidden)[held.slots])
+            h = h + to_m(holds.view(b, m, hidden))
 
-        if len(self.machine_rounds):
-            bias = edge_bias(obs.links, self.edge_bias)  # [B, heads, M, M]
-            key_mask = torch.where(mmask, 0.0, _NEG).view(b, 1, 1, m)
-            for block in self.machine_rounds:
-                h = block(h, bias, key_mask)
-
-        current = y.gather(1, obs.cursor.view(b, 1, 1).expand(b, 1, y.shape[-1])).squeeze(1)
+        current = y.gather(1, obs.cursor.view(b, 1, 1).expand(b, 1, hidden)).squeeze(1)
         c = torch.relu(self.current(torch.cat([current, obs.globals_], dim=-1)))  # [B, H]
-        z = self.head_norm(h) * mmask.unsqueeze(-1).float()
-        summary = torch.cat([masked_mean(z, mmask), masked_max(z, mmask), c, obs.globals_], dim=-1)
+        h = h + self.current_to_machine(c).unsqueeze(1)
+        for block in self.machine_rounds:
+            h = block(h, obs)
+
+        mmask = obs.machine_mask
         valid = mmask.float()
+        z = self.head_norm(h) * valid.unsqueeze(-1)
+        summary = torch.cat([masked_mean(z, mmask), masked_max(z, mmask), c, obs.globals_], dim=-1)
+        mf = obs.machine_features
+        pred = (mf[..., _PRED] > 0.5).float()
+        ring = (mf[..., _RING_BW] >= CLIP - 1e-4).float()  # own machine: infinite bandwidth, clipped
+        witness = (mf[..., _WITNESS] > 0.5).float()
         if obs.lookahead is not None:
-            gain, fits = obs.lookahead[..., 0] * valid, obs.lookahead[..., 1] * valid
+            gain, fits = obs.lookahead[..., 0], obs.lookahead[..., 1]
         else:
             gain = fits = torch.zeros_like(pred)
-        return MachineEmbeddings(z, mmask, (pred > 0).float(), gain, fits, summary)
+        signals = torch.stack([pred, ring, witness, gain, fits], dim=1) * valid.unsqueeze(1)
+        return MachineEmbeddings(z, mmask, signals, summary)
 
 
-def split_features(features: torch.Tensor, max_machines: int, hidden_dim: int) -> MachineEmbeddings:
-    """Undo :meth:`PlacementGNN.forward`'s flattening ``[z | mask | pred | gain | fits | summary]``."""
-    b, m = features.shape[0], max_machines
+def split_features(features: torch.Tensor, hidden_dim: int, summary_dim: int) -> MachineEmbeddings:
+    """Undo :meth:`PlacementGNN.forward`'s flattening; ``M`` follows from the length."""
+    b = features.shape[0]
+    s = len(SIGNALS)
+    m = (features.shape[1] - summary_dim) // (hidden_dim + 1 + s)
     cut = m * hidden_dim
     z = features[:, :cut].view(b, m, hidden_dim)
-    mask, pred, gain, fits = (features[:, cut + i * m : cut + (i + 1) * m] for i in range(4))
-    return MachineEmbeddings(z, mask > 0.5, pred, gain, fits, features[:, cut + 4 * m :])
+    mask = features[:, cut : cut + m] > 0.5
+    signals = features[:, cut + m : cut + m + s * m].view(b, s, m)
+    return MachineEmbeddings(z, mask, signals, features[:, cut + m + s * m :])

@@ -25,8 +25,14 @@ cost model:
    ``DEFAULT_BUDGET`` cost-model evaluations, about what ``latency-chain-dp`` spends on a 47-
    machine cluster). The best placement seen is returned.
 
-Same seed, same placement. Every returned placement fits in memory (the cost model checks);
-when no chain split fits, the naive placement is returned, as ``latency-chain-dp`` does.
+Chains are as long as memory needs with the real stash: 1F1B keeps ``min(m, stages)``
+micro-batches, so a deeper chain stashes more on every machine (:func:`chain_length` uses
+:func:`hulk_env.feasibility.model_memory_bytes`, not the one-micro-batch lower bound).
+
+Same seed, same placement. Every returned placement fits in memory (the cost model checks). The
+naive placement is always among the candidates (one evaluation); when the result is no faster
+than naive -- no chain split fits, or none drawn within the budget beats it -- the result's
+``reason`` says which, with the figures: never naive silently.
 """
 
 from __future__ import annotations
@@ -39,11 +45,12 @@ from torch import nn
 
 from agents.inference import single_thread
 from hulk_env.baselines.base import PlacementResult
-from hulk_env.baselines.chain_dp import with_naive_fallback
 from hulk_env.baselines.chains import chain_candidates
 from hulk_env.baselines.common import Evaluator, dedupe_placements
-from hulk_env.feasibility import layer_memory_bytes
+from hulk_env.feasibility import min_memory_bytes, model_memory_bytes
 from hulk_env.instance import Instance
+from hulk_env.reference import naive_placement
+from hulk_env.units import GB
 
 NAME = "hulk-gcn"
 DEFAULT_BUDGET = 2000  # cost-model evaluations
@@ -51,7 +58,7 @@ CHAINS_PER_UPDATE = 8
 EVALS_PER_CHAIN = 3  # candidates of a chain timed by the cost model (best DP estimates first)
 LEARNING_RATE = 0.05
 HIDDEN = 32
-MAX_CHAIN = 16  # longest chain drawn (more machines only if memory needs them)
+MIN_CHAIN = 8  # shortest chain drawn (more machines only if memory needs them)
 
 
 def machine_features(instance: Instance) -> np.ndarray:
@@ -59,7 +66,7 @@ def machine_features(instance: Instance) -> np.ndarray:
     c = instance.cluster
     m = c.num_machines
     flops, mem = c.flops, c.memory_bytes
-    need = float(layer_memory_bytes(instance, 1).sum()) * instance.data_parallel
+    need = min_memory_bytes(instance)  # a scale feature: state + one stashed micro-batch, all replicas
     off = ~np.eye(m, dtype=bool)
     lat_ms = c.latency_s * 1e3
     bw = np.where(off, c.bandwidth_bps, np.nan)
@@ -105,12 +112,16 @@ class HulkGCN(nn.Module):
 
 
 def chain_length(instance: Instance) -> int:
-    """Machines per drawn chain: enough to hold the model twice over, at least 8, at most 16."""
+    """Machines per drawn chain: the fewest, at least ``MIN_CHAIN``, whose median memory holds
+    the model twice over with the stash of a pipeline that deep (1F1B: ``min(m, k)`` micro-batches
+    on every stage), at most the machines and the slots."""
     c = instance.cluster
-    need = float(layer_memory_bytes(instance, 1).sum()) * instance.data_parallel
-    enough = int(math.ceil(2 * need / float(np.median(c.memory_bytes))))
-    k = max(8, enough) if enough > MAX_CHAIN else min(MAX_CHAIN, max(8, enough))
-    return int(min(c.num_machines, instance.num_layers * instance.data_parallel, k))
+    limit = min(c.num_machines, instance.num_layers * instance.data_parallel)
+    median = float(np.median(c.memory_bytes))
+    for k in range(min(MIN_CHAIN, limit), limit + 1):
+        if 2 * model_memory_bytes(instance, k) <= k * median:
+            return k
+    return limit
 
 
 def sample_chain(scores: torch.Tensor, k: int, generator: torch.Generator) -> tuple[np.ndarray, torch.Tensor]:
@@ -161,7 +172,7 @@ def hulk_gcn(instance: Instance, seed: int = 0, budget: int | None = None) -> Pl
     x = torch.from_numpy(machine_features(instance))
     a_hat = torch.from_numpy(normalized_adjacency(instance))
     optimizer = torch.optim.Adam(gcn.parameters(), lr=LEARNING_RATE)
-    evaluator = Evaluator(instance, budget)
+    evaluator = Evaluator(instance, max(budget - 1, 0))  # one evaluation kept for naive
     k = chain_length(instance)
     seen: dict[bytes, float] = {}
     chains = 0
@@ -194,7 +205,29 @@ def hulk_gcn(instance: Instance, seed: int = 0, budget: int | None = None) -> Pl
             optimizer.step()
         elif not rewards and len(seen) == 0:
             break  # no chain split fits in memory: fall back below
-    return with_naive_fallback(instance, evaluator, NAME)
+    return _against_naive(instance, evaluator, k, chains)
+
+
+def _against_naive(instance: Instance, evaluator: Evaluator, k: int, chains: int) -> PlacementResult:
+    """The best placement seen, the naive one among the candidates (the evaluation kept for it
+    in the budget); a ``reason`` when the result is no faster than naive, saying why."""
+    drawn_s = evaluator.best_time_s  # inf when no chain split fitted
+    reference = naive_placement(instance)
+    if reference is None:
+        return evaluator.result(NAME)
+    evaluator.budget = None if evaluator.budget is None else evaluator.budget + 1
+    naive_s = float(evaluator.times(reference[None])[0])
+    result = evaluator.result(NAME)
+    if drawn_s < naive_s:
+        return result
+    if not np.isfinite(drawn_s):
+        need = model_memory_bytes(instance, k) / GB
+        why = (f"no split of a {k}-machine chain fitted in memory in {chains} draws (the model needs "
+               f"{need:,.0f} GB at that pipeline depth's stash); returned the naive placement")
+    else:
+        why = (f"no chain drawn in {evaluator.evals - 1} cost evaluations beat the naive placement "
+               f"({drawn_s:.4g} s vs {naive_s:.4g} s); returned the naive placement")
+    return PlacementResult(NAME, reference, result.cost_evals, why)
 
 
 def hulk_gcn_method(instance: Instance, seed: int = 0, budget: int | None = None) -> PlacementResult:

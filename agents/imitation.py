@@ -42,7 +42,7 @@ from hulk_env.instance import Instance
 
 DEMO_METHODS: tuple[str, ...] = ("latency-chain-dp", "partition", "compute-greedy")
 # Observation keys that do not change during an episode: stored once per episode.
-STATIC_KEYS = ("machine_mask", "links", "layer_mask", "edges", "edge_mask")
+STATIC_KEYS = ("machine_mask", "links", "layer_mask", "edges", "edge_mask", "neighbours", "neighbour_links", "neighbour_mask")
 
 
 # ------------------------------------------------------------------------- demonstrations
@@ -178,7 +178,7 @@ def replay(demo: Demonstration, make_env: Callable[[Instance], Any]) -> Episode:
         static=static,
         dynamic=dynamic,
         actions=np.asarray(actions, dtype=np.int64),
-        masks=np.asarray(masks, dtype=bool).reshape(len(actions), -1),
+        masks=np.asarray(masks, dtype=bool).reshape(len(actions), inst.num_machines),
         returns=returns,
         complete=complete,
         method=demo.method,
@@ -281,7 +281,7 @@ def behaviour_cloning(
             ce, verr, correct = episode_losses(policy, ep)
             loss = ce.sum() + settings.vf_coef * verr.sum()
             (loss / settings.batch_steps).backward()
-            sums += (float(loss), float(ce.sum()), float(verr.sum()), float(correct.sum()))
+            sums += (float(loss.detach()), float(ce.detach().sum()), float(verr.detach().sum()), float(correct.sum()))
             pending += ep.steps
             if pending >= settings.batch_steps:
                 _step(policy, optimizer, schedule, settings.max_grad_norm)

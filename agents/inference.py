@@ -1,68 +1,87 @@
-"""Placing instances with a saved policy: masked rollouts and sampling.
+"""Placing instances with a policy network, at any size: masked rollouts and sampling.
 
-A loaded policy (:func:`agents.saved_policy.load_policy`) places an instance by running the
-placement env to the end, one masked action per (replica, layer) slot: greedily, or sampled
-from the policy's softmax at a temperature, the cost model keeping the best of several
-rollouts (:func:`policy_placement`; as a leaderboard method: :mod:`agents.methods`). torch is
-imported inside the functions, so importing this module needs no torch.
+A policy (:func:`agents.saved_policy.load_policy`, or a network in training) places an instance
+by running ``hulk/Placement-v1`` (:class:`hulk_env.env.PlacementEnvV1`) on it to the end, one
+masked action per (replica, layer) slot. The env is built at the instance's own size and the
+network reads observations of any size (:mod:`agents.gnn`), so there is no padding to fit and
+no size limit beyond the env's documented ones. The mask never leads to a dead end.
+
+Each step converts the observation to tensors directly (no check against a fixed observation
+space), scores the machines and takes the masked argmax (greedy) or draws from
+``softmax(logits / temperature)`` with a seeded ``torch.Generator``. :func:`policy_placement`
+keeps the best of the greedy and ``samples`` sampled rollouts, and counts every cost-model
+evaluation it causes (the env's reference and final evaluations, the lookahead's) with
+:func:`hulk_env.cost.count_evals`. torch is imported inside the functions, so importing this
+module needs no torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from agents.saved_policy import LoadedPolicy, lookahead_of
 from hulk_env import cost
 from hulk_env.baselines import PlacementResult
-from hulk_env.feasibility import Padding
 from hulk_env.generators import InstanceListGenerator
 from hulk_env.instance import Instance
 
 
-def make_eval_env(instance: Instance, padding: Padding, lookahead: bool) -> Any:
-    """A terminal-reward env on one instance with the policy's padding and observation."""
+def instance_env(instance: Instance, lookahead: bool, shape: bool = False) -> Any:
+    """``hulk/Placement-v1`` on one instance at its own size, terminal reward, with the
+    lookahead observation (and, with ``shape``, the stay shaping) of :mod:`agents.shaping`."""
     from agents.shaping import StayLookahead
-    from hulk_env.env import PlacementEnv
+    from hulk_env.env import PlacementEnvV1
 
-    env = PlacementEnv(
-        generator=InstanceListGenerator((instance,)),
-        max_machines=padding.max_machines,
-        max_layers=padding.max_layers,
-        max_edges=padding.max_edges,
-        reward="terminal",
-    )
-    return StayLookahead(env, shape=False, lookahead=True) if lookahead else env
+    env = PlacementEnvV1(generator=InstanceListGenerator((instance,)), reward="terminal")
+    return StayLookahead(env, shape=shape, lookahead=lookahead) if (lookahead or shape) else env
 
 
-def sample_action(policy: Any, obs: dict[str, np.ndarray], mask: np.ndarray, temperature: float) -> int:
-    """A masked action drawn from ``softmax(logits / temperature)`` (torch's global RNG)."""
+def masked_logits(policy: Any, obs: dict[str, np.ndarray], mask: np.ndarray, static: Any = None) -> tuple[Any, Any]:
+    """``([M] logits, the read observation)`` of one observation, ``-inf`` where the mask
+    forbids the machine. ``static``: the episode's first read observation (its per-instance
+    parts are reused: see :func:`agents.gnn.read_observation`)."""
     import torch
 
-    obs_tensor, _ = policy.obs_to_tensor(obs)
-    dist = policy.get_distribution(obs_tensor, action_masks=mask[None])
-    logits = dist.distribution.logits[0] / temperature  # masked logits stay at about -1e8 / T
-    return int(torch.multinomial(torch.softmax(logits, -1), 1))
+    from agents.gnn import read_observation
+
+    tensors = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)).unsqueeze(0) for k, v in obs.items()}
+    read = read_observation(tensors, static)
+    logits = policy.observation_logits(read)[0]
+    return logits.masked_fill(~torch.from_numpy(np.asarray(mask, dtype=bool)), -torch.inf), read
 
 
-def rollout(policy: Any, env: Any, instance: Instance, temperature: float | None = None) -> np.ndarray | None:
+class Rollout(NamedTuple):
+    """A completed episode: the ``[D, L]`` placement and its iteration time (the env's)."""
+
+    placement: np.ndarray
+    iteration_time_s: float
+
+
+def rollout(
+    policy: Any, env: Any, instance: Instance, temperature: float | None = None, generator: Any = None
+) -> Rollout | None:
     """One masked episode of ``policy`` on ``instance``: greedy (``temperature=None``) or
-    sampled at ``temperature``; the ``[D, L]`` placement, or ``None`` at a dead end."""
+    sampled at ``temperature`` (from ``generator``, a ``torch.Generator``); ``None`` if the
+    episode did not complete."""
+    import torch
+
     obs, _ = env.reset(options={"instance": instance})
+    static = None
     while True:
-        mask = env.action_masks()
+        logits, static = masked_logits(policy, obs, env.action_masks(), static)
         if temperature is None:
-            action = int(policy.predict(obs, deterministic=True, action_masks=mask)[0])
+            action = int(torch.argmax(logits))
         else:
-            action = sample_action(policy, obs, mask, temperature)
+            action = int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator))
         obs, _, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             if info.get("dead_end") or truncated:
                 return None
-            return np.asarray(info["placement"], dtype=np.int64)
+            return Rollout(np.asarray(info["placement"], dtype=np.int64), float(info["iteration_time_s"]))
 
 
 @contextmanager
@@ -82,6 +101,24 @@ def single_thread() -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+def sampled_rollouts(
+    policy: Any, instance: Instance, lookahead: bool, seed: int = 0, samples: int = 0, temperature: float = 1.0
+) -> list[Rollout]:
+    """The greedy placement, then ``samples`` sampled ones (seeded by ``seed``); rollouts that
+    did not complete are left out."""
+    import torch
+
+    env = instance_env(instance, lookahead)
+    generator = torch.Generator().manual_seed(int(seed))
+    out = []
+    with torch.no_grad(), single_thread():
+        for i in range(1 + max(0, samples)):
+            done = rollout(policy, env, instance, None if i == 0 else temperature, generator)
+            if done is not None:
+                out.append(done)
+    return out
+
+
 def policy_placement(
     loaded: LoadedPolicy,
     instance: Instance,
@@ -90,32 +127,12 @@ def policy_placement(
     name: str = "policy",
     temperature: float = 1.0,
 ) -> PlacementResult:
-    """Place ``instance`` with a loaded policy: the deterministic (greedy) rollout, plus the
-    best of ``samples`` rollouts sampled at ``temperature`` when ``samples > 0`` (seeded by
-    ``seed``), the cost model choosing.
-
-    ``cost_evals`` counts the completed rollouts (each costs one cost-model evaluation; a
-    policy with the lookahead observation also makes one batched call per step, not counted).
-    """
-    import torch
-
-    loaded.padding.check_fits(
-        instance,
-        holder=f"the padding of the policy at {loaded.directory},",
-        fix="train a policy with env.{key}>={have} (e.g. `hulk train --set env.{key}={have}`)",
-    )
-    env = make_eval_env(instance, loaded.padding, lookahead_of(loaded.meta))
-    best, best_time, evals = None, np.inf, 0
-    with torch.random.fork_rng(), torch.no_grad(), single_thread():
-        torch.manual_seed(seed)
-        for i in range(1 + max(0, samples)):
-            placement = rollout(loaded.policy, env, instance, None if i == 0 else temperature)
-            if placement is None:
-                continue
-            evals += 1
-            breakdown = cost.evaluate(instance.cluster, instance.workload, placement)
-            if breakdown.memory_feasible and float(breakdown.iteration_time_s) < best_time:
-                best, best_time = placement, float(breakdown.iteration_time_s)
-    if best is None:
-        return PlacementResult(name, None, evals, "every rollout ended in a dead end (no machine could take a layer)")
-    return PlacementResult(name, best, evals)
+    """Place ``instance`` with a loaded policy: the greedy rollout, plus the best of ``samples``
+    rollouts sampled at ``temperature`` when ``samples > 0`` (seeded by ``seed``), the cost
+    model choosing. ``cost_evals`` counts every cost-model evaluation made on the way."""
+    with cost.count_evals() as counter:
+        done = sampled_rollouts(loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature)
+    if not done:
+        return PlacementResult(name, None, counter.evals, "no rollout completed a placement")
+    best = min(done, key=lambda r: r.iteration_time_s)  # the first (greedy) on ties
+    return PlacementResult(name, best.placement, counter.evals)

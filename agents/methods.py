@@ -1,27 +1,86 @@
 """Placement methods that live with the agent, as ``(instance, seed, budget) -> PlacementResult``.
 
-``hulk-gcn`` (:mod:`agents.hulk_gcn`) and any saved policy (:func:`load_policy_method`), for
-:func:`hulk_env.evaluation.run_methods`, the ``hulk`` command and the experiments. Their names
-are known without torch (:data:`AGENT_METHODS`); building one imports it.
+* ``gnn-ppo`` -- the pretrained generalist policy shipped in the package
+  (``agents/pretrained/gnn-ppo/``: weights only, with its config and training command), greedy:
+  one masked rollout of ``hulk/Placement-v1`` at the instance's own size. With a ``budget`` it
+  also samples ``budget - 1`` rollouts and keeps the best;
+* ``gnn-ppo+search`` -- the policy's greedy placement and :data:`POLISH_SAMPLES` sampled ones
+  as extra starting points of ``anneal`` (the searches' shared start,
+  :func:`hulk_env.baselines.seeds.search_start`, which adds the heuristics' placements), within
+  :data:`POLISH_BUDGET` cost evaluations in all, the policy's rollouts included;
+* ``hulk-gcn`` (:mod:`agents.hulk_gcn`);
+* any saved policy (:func:`load_policy_method`).
+
+For :func:`hulk_env.evaluation.run_methods`, the ``hulk`` command and the experiments. Their
+names are known without torch (:data:`AGENT_METHODS`); building one imports it. Every
+``cost_evals`` counts all the cost-model evaluations the method causes
+(:func:`hulk_env.cost.count_evals`).
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
-from agents.inference import policy_placement
-from agents.saved_policy import load_policy
+from agents.inference import policy_placement, sampled_rollouts
+from agents.saved_policy import LoadedPolicy, load_policy, lookahead_of
+from hulk_env import cost
 from hulk_env.baselines import Method, PlacementResult
+from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
 
-AGENT_METHODS = ("hulk-gcn",)  # names known without torch (the CLI lists them, says how to install)
+PRETRAINED = "gnn-ppo"
+POLISHED = "gnn-ppo+search"
+AGENT_METHODS = ("hulk-gcn", PRETRAINED, POLISHED)  # names known without torch (the CLI lists them)
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained" / PRETRAINED
+POLISH_BUDGET = 5_000  # cost evaluations of gnn-ppo+search in all (a tenth of the reference searches')
+POLISH_SAMPLES = 4  # sampled rollouts besides the greedy one, as extra starts
+POLISH_TEMPERATURE = 1.0
+
+
+@lru_cache(maxsize=1)
+def pretrained_policy() -> LoadedPolicy:
+    """The shipped generalist policy (loaded once per process).
+
+    Raises:
+        HulkInputError: the package was installed without it (or its files are damaged).
+    """
+    if not (PRETRAINED_DIR / "policy.json").is_file():
+        raise HulkInputError(
+            "the pretrained policy is not installed (agents/pretrained/gnn-ppo/policy.json); reinstall the "
+            "package with its data, or train one with `hulk train --config generalist`",
+            source=str(PRETRAINED_DIR),
+        )
+    return load_policy(PRETRAINED_DIR)
+
+
+def gnn_ppo(instance: Instance, seed: int = 0, budget: int | None = None) -> PlacementResult:
+    """The pretrained policy's greedy placement (and the best of ``budget - 1`` samples)."""
+    samples = 0 if budget is None else max(0, int(budget) - 1)
+    return policy_placement(pretrained_policy(), instance, seed=seed, samples=samples, name=PRETRAINED)
+
+
+def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None) -> PlacementResult:
+    """The pretrained policy's placements polished by ``anneal`` (see the module docstring).
+
+    ``budget``: cost evaluations in all (default :data:`POLISH_BUDGET`).
+    """
+    from hulk_env.baselines.anneal import anneal
+
+    loaded = pretrained_policy()
+    total = POLISH_BUDGET if budget is None else int(budget)
+    with cost.count_evals() as counter:
+        done = sampled_rollouts(loaded.policy, instance, lookahead_of(loaded.meta), seed, POLISH_SAMPLES, POLISH_TEMPERATURE)
+        starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
+        result = anneal(instance, seed, max(len(starts), total - counter.evals), starts=starts)
+    return PlacementResult(POLISHED, result.placement, counter.evals, result.reason)
 
 
 def agent_methods() -> dict[str, Method]:
     """Leaderboard methods that live with the agent (they need torch): :data:`AGENT_METHODS`."""
     from agents.hulk_gcn import NAME, hulk_gcn_method
 
-    return {NAME: hulk_gcn_method}
+    return {NAME: hulk_gcn_method, PRETRAINED: gnn_ppo, POLISHED: gnn_ppo_search}
 
 
 def load_policy_method(

@@ -2,24 +2,26 @@
 
 :class:`PlacementPolicy` extends ``sb3_contrib``'s ``MaskableActorCriticPolicy`` through its
 seams only: the features extractor is :class:`agents.gnn.PlacementGNN` (per-machine embeddings
-``z_a``), ``_build_mlp_extractor`` installs a :class:`PointerHead`, and ``_build`` makes the
-action net the identity, because the head already returns the logits:
+``z_a``), ``_build_mlp_extractor`` installs a :class:`PointerHead`, ``_build`` makes the
+action net the identity (the head already returns the logits), and
+``_get_action_dist_from_latent`` builds the masked categorical over however many machines the
+observation has:
 
-* actor: ``logit_a = w . ReLU(W z_a + U s + b) + beta_stay pred_a + beta_gain gain_a +
-  beta_fits fits_a`` for every machine ``a``, where ``s`` is the pooled summary holding the
-  current slot's embedding (the current layer meets every machine), ``pred_a`` marks the
-  machine of the slot's predecessor and ``gain_a``, ``fits_a`` are the one-step lookahead of
-  :mod:`agents.shaping`. The three ``beta`` are learnable priors (initially 3, 3 and 1): they
-  make PPO's first explorations look like pipelines (runs of layers on one machine, no
-  machine that the cost model already knows to be bad), and the network learns the rest.
-  The same weights score every machine, so the policy runs on clusters of any size up to the
-  padding; padded machines get ``-1e8``, and the env's ``action_masks`` are applied by the
-  masked distribution on top;
+* actor: ``logit_a = w . ReLU(W z_a + U s + b) + sum_k beta_k signal_k(a)`` for every machine
+  ``a``, where ``s`` is the pooled summary holding the current slot's embedding and the
+  signals (:data:`agents.gnn.SIGNALS`) mark the machine of the slot's predecessor (``stay``),
+  the machine of the same layer in the previous replica (``ring``), the witness completion's
+  machine, and the one-step lookahead's gain and fits (:mod:`agents.shaping`, when observed).
+  The ``beta`` are learnable priors (initially :data:`PRIORS`): a pipeline stage is a run of
+  layers on one machine and replicas often repeat each other's machines, so exploration starts
+  from pipelines; the network learns the rest. Padded machines get ``-1e8``; the env's
+  ``action_masks`` are applied by the masked distribution on top;
 * critic: an MLP of the pooled summary (mean and max of the machine embeddings, the current
   layer, the global features).
 
-Same weights, any instance that fits the padding; more padding gives the same logits for the
-real machines and relabelling the machines permutes the logits (tests/test_gnn.py).
+The same weights score every machine, so **one network places instances of any size**: more
+padding gives the same logits for the real machines and relabelling the machines permutes the
+logits (``tests/test_gnn.py``).
 """
 
 from __future__ import annotations
@@ -29,62 +31,58 @@ from functools import partial
 import numpy as np
 import torch
 from gymnasium import spaces
+from sb3_contrib.common.maskable.distributions import MaskableCategoricalDistribution
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.type_aliases import Schedule
 from torch import nn
 
-from agents.gnn import PlacementGNN, mlp, split_features
+from agents.gnn import MachineEmbeddings, Observation, PlacementGNN, mlp, split_features
 
 _PADDED_LOGIT = -1e8
-STAY_PRIOR = 3.0  # initial logit bonus of the predecessor's machine (PointerHead.stay_bias)
-LOOKAHEAD_PRIOR = 3.0  # initial weight of the lookahead gain in the logits
-FITS_PRIOR = 1.0  # initial logit bonus of machines whose stay completion fits in memory
+# Initial weights of the per-machine signals (agents.gnn.SIGNALS) in the logits: the
+# predecessor's machine, the previous replica's machine for this layer, the witness's machine,
+# the lookahead gain, the lookahead fits.
+PRIORS = (3.0, 1.0, 0.0, 3.0, 1.0)
 
 
 class PointerHead(nn.Module):
     """Scores every machine embedding (actor) and reads the pooled summary (critic).
 
     SB3 calls it as the policy's ``mlp_extractor``: ``forward(features) -> (logits, latent_vf)``
-    with ``latent_dim_pi = max_machines`` (one logit per machine).
+    with one logit per machine of the observation (``latent_dim_pi`` is the training padding's
+    count, which SB3 only records).
     """
 
     def __init__(self, max_machines: int, hidden_dim: int, summary_dim: int) -> None:
         super().__init__()
-        self.max_machines = max_machines
         self.hidden_dim = hidden_dim
+        self.summary_dim = summary_dim
         self.latent_dim_pi = max_machines
         self.latent_dim_vf = hidden_dim
         self.machine = nn.Linear(hidden_dim, hidden_dim)
         self.context = nn.Linear(summary_dim, hidden_dim, bias=False)
         self.score = nn.Linear(hidden_dim, 1)
-        # Learnable prior for "keep the layer on its predecessor's machine" (see forward_actor).
-        self.stay_bias = nn.Parameter(torch.tensor(STAY_PRIOR))
-        self.lookahead_gain = nn.Parameter(torch.tensor(LOOKAHEAD_PRIOR))
-        self.fits_bonus = nn.Parameter(torch.tensor(FITS_PRIOR))
+        # Learnable priors on the per-machine signals (see the module docstring): without the
+        # stay prior, PPO's per-step exploration scatters the layers over many machines and
+        # learns slowly what a contiguous split is worth; every weight can go to 0 or below.
+        self.priors = nn.Parameter(torch.tensor(PRIORS))
         self.critic = nn.Sequential(mlp((summary_dim, hidden_dim, hidden_dim)), nn.ReLU())
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.forward_actor(features), self.forward_critic(features)
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
-        emb = split_features(features, self.max_machines, self.hidden_dim)
+        return self.logits(split_features(features, self.hidden_dim, self.summary_dim))
+
+    def logits(self, emb: MachineEmbeddings) -> torch.Tensor:
+        """``[B, M]`` logits from the extractor's embeddings (padded machines ``-1e8``)."""
         hidden = torch.relu(self.machine(emb.z) + self.context(emb.summary).unsqueeze(1))
-        # A pipeline stage is a run of consecutive layers on one machine, so the machine of the
-        # layer's predecessor gets a learnable head start (``stay_bias``, initially 3: about
-        # 30% on 47 machines instead of 2%). Without it, PPO's per-step exploration scatters
-        # the 26 layers of the default model over ~20 machines and learns slowly what a
-        # contiguous split is worth; the weight is learned and can go to 0 or below.
-        # Likewise the one-step lookahead (agents.shaping: the log time ratio of each machine's
-        # stay completion to the best one's, and whether it fits in memory) enters the logits
-        # directly with learnable weights: machines whose placement would cost a lot are
-        # pruned from exploration from the first update, and the network learns what the
-        # one-step view misses (when a switch pays most, which choices lead to a dead end).
-        priors = self.stay_bias * emb.pred + self.lookahead_gain * emb.gain + self.fits_bonus * emb.fits
+        priors = torch.einsum("k,bkm->bm", self.priors, emb.signals)
         logits = self.score(hidden).squeeze(-1) + priors
         return logits.masked_fill(~emb.mask, _PADDED_LOGIT)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
-        return self.critic(split_features(features, self.max_machines, self.hidden_dim).summary)
+        return self.critic(split_features(features, self.hidden_dim, self.summary_dim).summary)
 
 
 class PlacementPolicy(MaskableActorCriticPolicy):
@@ -150,10 +148,19 @@ class PlacementPolicy(MaskableActorCriticPolicy):
             self.init_weights(self.value_net, gain=1.0)
         self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
 
+    def _get_action_dist_from_latent(self, latent_pi: torch.Tensor) -> MaskableCategoricalDistribution:
+        """The masked categorical over the machines of this observation (any number of them)."""
+        return MaskableCategoricalDistribution(latent_pi.shape[-1]).proba_distribution(action_logits=latent_pi)
+
     def action_logits(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """``[B, max_machines]`` raw logits (before the action mask) for a tensor observation."""
+        """``[B, M]`` raw logits (before the action mask) for a tensor observation of ``M`` machines."""
         features = self.extract_features(obs)
         return self.mlp_extractor.forward_actor(features)
+
+    def observation_logits(self, obs: Observation) -> torch.Tensor:
+        """Same as :meth:`action_logits` for an already-read observation (no flattening; the
+        inference fast path, :func:`agents.gnn.read_observation` with ``static``)."""
+        return self.mlp_extractor.logits(self.features_extractor.embed(obs))
 
 
 EXTRACTORS = ("gnn", "mlp")

@@ -10,17 +10,16 @@ A policy is a directory with two files, written by :func:`save_policy`:
   tensors and plain containers only (no classes, no code). The SHA-256 in the JSON must match.
 
 The network is rebuilt from the JSON by :func:`agents.policy.policy_class_and_kwargs` and the
-observation space :func:`hulk_env.env.observation_space` of the recorded padding. SB3's own
-``model.save`` zip is not used: its ``data`` entry is cloudpickled and runs code on load.
+Placement-v1 observation space of the recorded padding (it only sizes SB3's bookkeeping). SB3's
+own ``model.save`` zip is not used: its ``data`` entry is cloudpickled and runs code on load.
 
 A training run directory holds ``policy/`` (the final weights) and ``best_policy/`` (the best
 deterministic evaluation during training); :func:`load_policy` takes ``best_policy/`` when it
 exists (``which="best"``), or the one asked for.
 
-A policy trained with padding ``(M, N, E)`` places any instance with at most ``M`` machines,
-``N`` (replica x layer) slots and ``E`` layer-graph edges (the network itself is size-agnostic;
-the padding fixes the tensor shapes); a larger instance is a :class:`HulkInputError` that says
-which limit it exceeds.
+The recorded padding is the training run's; the network is size-agnostic (:mod:`agents.gnn`),
+so a loaded policy places instances of **any** number of machines, layers and replicas
+(:mod:`agents.inference` builds the env at the instance's own size).
 """
 
 from __future__ import annotations
@@ -59,7 +58,7 @@ def save_policy(
     The JSON is written last, so a directory with a ``policy.json`` always has complete
     weights (the checksum is verified on load).
     """
-    from hulk_env.env import ENV_ID
+    from hulk_env.env import ENV_ID_V1 as ENV_ID
 
     directory.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
@@ -131,13 +130,13 @@ def _read_meta(directory: Path) -> dict[str, Any]:
 
 
 def policy_observation_space(padding: Padding, lookahead: bool) -> Any:
-    """The observation space a policy sees: the env's, plus ``lookahead`` when used."""
+    """The observation space a policy sees: Placement-v1's, plus ``lookahead`` when used."""
     from gymnasium import spaces
 
     from agents.shaping import LOOKAHEAD_KEY, lookahead_space
-    from hulk_env.env import observation_space
+    from hulk_env.env.observation_v1 import DEFAULT_NEIGHBOURS, observation_space_v1
 
-    space = observation_space(padding.max_machines, padding.max_layers, padding.max_edges)
+    space = observation_space_v1(padding.max_machines, padding.max_layers, padding.max_edges, DEFAULT_NEIGHBOURS)
     if lookahead:
         parts = dict(space.spaces)
         parts[LOOKAHEAD_KEY] = lookahead_space(padding.max_machines)

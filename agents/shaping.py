@@ -32,6 +32,11 @@ the observation, are unchanged when the machines are relabelled.
     Masked and padded machines read ``(0, 0)``. One batched cost-model call per step (``M``
     placements, ~0.4 ms for 47 machines x 26 layers).
 
+Cost evaluations: the lookahead evaluates one placement per valid machine per step and the
+shaping one per step; the cost model counts them all (:func:`hulk_env.cost.count_evals`), so a
+method that runs its rollout inside ``count_evals()`` reports them in ``cost_evals``, and
+:mod:`hulk_env.evaluation.runner` does so for every method it runs.
+
 Why not the env's ``dense`` reward: it completes with the naive placement (every remaining
 layer on the naive machines), which pays the agent for moving back to the naive machine; on the
 default instance that steers PPO towards the naive placement, 7x slower than the best. The

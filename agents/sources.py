@@ -20,37 +20,6 @@ from hulk_env.instance import Instance
 HELDOUT_SEED_OFFSET = 1_000_003  # held-out generator draws never share the training seed
 
 
-class CyclingInstances:
-    """A generator that returns its instances in order, round robin (deterministic evals).
-
-    Args:
-        instances: the instances to cycle through.
-    """
-
-    def __init__(self, instances: list[Instance]) -> None:
-        self.instances = tuple(instances)
-        self._padding = Padding.of(self.instances)
-        self._next = 0
-
-    @property
-    def max_machines(self) -> int:
-        return self._padding.max_machines
-
-    @property
-    def max_slots(self) -> int:
-        return self._padding.max_layers
-
-    @property
-    def max_edges(self) -> int:
-        return self._padding.max_edges
-
-    def __call__(self, np_random: np.random.Generator) -> Instance:
-        del np_random  # the order is the point
-        instance = self.instances[self._next % len(self.instances)]
-        self._next += 1
-        return instance
-
-
 def training_source(config: RunConfig) -> tuple[Any, list[Instance]]:
     """``(generator for the training envs, held-out instances for evaluation)``."""
     env, seed = config.env, config.train.seed
@@ -67,25 +36,43 @@ def training_source(config: RunConfig) -> tuple[Any, list[Instance]]:
         n = env.suite_instances or len(instances)
         generator = InstanceListGenerator(tuple(instances[:n]))
         heldout = instances[n:] or instances[:n]
-    elif env.generator in ("toy", "random"):
-        city_pool = {"cities": tuple(env.cities)} if env.generator == "random" and env.cities else {}
-        generator = make_generator(env.generator, **city_pool)
+    elif env.generator in ("toy", "random", "generalist"):
+        if env.generator == "generalist":
+            generator = generalist_generator(config)
+        else:
+            city_pool = {"cities": tuple(env.cities)} if env.generator == "random" and env.cities else {}
+            generator = make_generator(env.generator, **city_pool)
         rng = np.random.default_rng(seed + HELDOUT_SEED_OFFSET)
         heldout = [generator(rng) for _ in range(max(1, config.eval.heldout_instances))]
     else:
         raise HulkInputError(
-            f"unknown env.generator '{env.generator}'; choose fixed, suite, toy or random", field="env.generator"
+            f"unknown env.generator '{env.generator}'; choose fixed, suite, toy, random or generalist", field="env.generator"
         )
     if env.heldout_suite:
         heldout = load_suite(env.heldout_suite)
     return generator, heldout
 
 
+def generalist_generator(config: RunConfig) -> Any:
+    """The ``generalist`` training distribution with the config's city pool and machine range."""
+    from agents.distribution import GeneralistGenerator
+
+    kwargs: dict[str, Any] = {"cities": tuple(config.env.cities)}
+    if config.env.machines:
+        if len(config.env.machines) != 2 or config.env.machines[0] > config.env.machines[1]:
+            raise HulkInputError(
+                f"env.machines must be [low, high] with low <= high, got {config.env.machines}", field="env.machines"
+            )
+        kwargs["num_machines"] = tuple(config.env.machines)
+    return GeneralistGenerator(**kwargs)
+
+
 def padding_for(config: RunConfig, generator: Any, heldout: list[Instance]) -> Padding:
-    """The observation padding: the config's, else the largest of the generator and held-out set."""
-    needed = Padding(generator.max_machines, generator.max_slots, max(1, generator.max_edges)).at_least(
-        Padding.of(heldout)
-    )
+    """The training envs' observation padding: the config's, else the generator's largest
+    instance (PPO's rollout buffer needs one shape). The held-out instances need not fit: the
+    policy network runs at any size (:mod:`agents.inference`)."""
+    del heldout
+    needed = Padding(generator.max_machines, generator.max_slots, max(1, generator.max_edges))
     env = config.env
     chosen = Padding(
         env.max_machines or needed.max_machines,

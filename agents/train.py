@@ -10,9 +10,17 @@ learn -> save. A bad setting, cluster or model stops the run before its director
       env_spec.json      env id, constructor arguments, padding, instance ids, spaces
       checkpoint.pt      latest training state (weights-only torch file, written atomically)
       policy/            final policy: policy.json + weights.pt (see agents.saved_policy)
-      best_policy/       best deterministic evaluation so far (same format)
-      eval/evaluations.csv   MaskableEvalCallback results over time
+      best_policy/       best evaluation on the held-out instances so far (same format)
+      bc_policy/         the policy right after behaviour cloning (with imitation only)
+      eval/evaluations.csv   held-out evaluations over time (step 0: after imitation)
+      eval/imitation.csv     behaviour-cloning curve per epoch (with imitation only)
       tb/                TensorBoard logs (SB3 scalars + placement/* metrics)
+
+With ``imitation.demonstrations > 0`` the network is first trained by behaviour cloning
+(:mod:`agents.imitation`) on demonstrations of the strongest fast baselines on instances of the
+training generator, then fine-tuned by masked PPO. The held-out instances (``env.heldout_suite``,
+e.g. ``val-v0``: neither training nor test instances) are placed greedily at their own size
+every ``eval.eval_every`` steps and after imitation; the best evaluation is ``best_policy/``.
 
 Checkpoint and resume: ``checkpoint.pt`` holds the policy and optimizer ``state_dict``s, the
 timestep count, the torch RNG state and the best evaluation so far -- tensors and plain
@@ -31,6 +39,7 @@ import json
 import random
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -39,7 +48,6 @@ import gymnasium as gym
 import numpy as np
 import torch
 from sb3_contrib import MaskablePPO
-from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -62,12 +70,14 @@ from agents.runs import (
 )
 from agents.saved_policy import policy_observation_space, save_policy
 from agents.shaping import StayLookahead
-from agents.sources import CyclingInstances, padding_for, training_source
-from hulk_env.env import ENV_ID, PlacementEnv
+from agents.sources import padding_for, training_source
+from hulk_env import cost
+from hulk_env.env import ENV_ID_V1, PlacementEnvV1
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import Padding
 from hulk_env.files import atomic_write_text
 from hulk_env.instance import Instance
+from hulk_env.rewards import DEAD_END_REWARD, log_speedup_reward
 from hulk_env.traffic import wan_share
 
 CHECKPOINT = "checkpoint.pt"
@@ -92,12 +102,12 @@ REWARDS = ("terminal", "dense", "stay")
 
 
 def make_env(generator: Any, padding: Padding, config: RunConfig) -> gym.Env:
-    """One training env: the placement env, stay shaping and lookahead
-    (:mod:`agents.shaping`), placement metrics, SB3's Monitor (no file)."""
+    """One training env: ``hulk/Placement-v1`` at the training padding, stay shaping and
+    lookahead (:mod:`agents.shaping`), placement metrics, SB3's Monitor (no file)."""
     reward = config.env.reward
     if reward not in REWARDS:
         raise HulkInputError(f"unknown env.reward '{reward}'; choose one of {', '.join(REWARDS)}", field="env.reward")
-    env: gym.Env = PlacementEnv(
+    env: gym.Env = PlacementEnvV1(
         generator=generator,
         max_machines=padding.max_machines,
         max_layers=padding.max_layers,
@@ -246,41 +256,130 @@ class TimeLimit(BaseCallback):
         return self.seconds <= 0 or time.perf_counter() - self._start < self.seconds
 
 
-class SaveBest(BaseCallback):
-    """``callback_on_new_best``: writes ``best_policy/`` in the weights-only format."""
+class Validation(BaseCallback):
+    """Greedy placements of the held-out instances, each at its own size, every ``every`` steps.
 
-    def __init__(self, run_dir: Path, config: RunConfig, padding: Padding) -> None:
+    The score is the mean log speed-up over the naive placement (the env's terminal reward; a
+    rollout that does not complete scores ``DEAD_END_REWARD``), so it ranks policies as the
+    geometric-mean speed-up does. Each evaluation is a row of ``eval/evaluations.csv`` and
+    ``eval/mean_speedup_vs_naive`` in TensorBoard; a new best is saved as ``best_policy/``; then
+    ``on_eval(timesteps, mean_speedup)`` is told (e.g. a Ray Tune trial, :mod:`agents.tune`).
+
+    Args:
+        run_dir: the run directory.
+        config: the run's config (the policy description saved with the weights).
+        padding: the training padding (recorded in ``policy.json``).
+        instances: the held-out instances.
+        every: steps between evaluations (``0`` = never during PPO).
+        on_eval: see above.
+    """
+
+    def __init__(
+        self, run_dir: Path, config: RunConfig, padding: Padding, instances: list[Instance], every: int,
+        on_eval: Callable[[int, float], None] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
-        self.run_dir, self.config, self.padding = run_dir, config, padding
+        self.run_dir, self.config, self.padding, self.every, self.on_eval = run_dir, config, padding, every, on_eval
+        self.instances = instances
+        self.reference_s = [reference_time_s(i) for i in instances]
+        self.best_mean_reward = -np.inf
+        self.last_mean_reward = -np.inf
+        self._last = 0
+
+    def _on_training_start(self) -> None:
+        self._last = self.model.num_timesteps
 
     def _on_step(self) -> bool:
-        parent = self.parent
-        save_policy(
-            self.model.policy,
-            self.run_dir / BEST_POLICY_DIR,
-            policy_config=asdict(self.config.policy),
-            padding=self.padding,
-            lookahead=self.config.env.lookahead,
-            extra={"num_timesteps": int(self.model.num_timesteps), "mean_reward": float(parent.best_mean_reward)},
-        )
+        if self.every > 0 and self.model.num_timesteps - self._last >= self.every:
+            self._last = self.model.num_timesteps
+            self.evaluate(self.model.policy, self.model.num_timesteps)
         return True
 
+    def evaluate(self, policy: Any, timesteps: int) -> float:
+        """Place every held-out instance greedily; record, keep the best, tell; the mean reward."""
+        from agents.inference import sampled_rollouts
 
-class EvalLog(BaseCallback):
-    """``callback_after_eval``: appends to ``eval/evaluations.csv`` (rewritten atomically)."""
+        rewards = []
+        training = policy.training
+        policy.set_training_mode(False)
+        for inst, ref in zip(self.instances, self.reference_s, strict=True):
+            done = sampled_rollouts(policy, inst, self.config.env.lookahead)
+            rewards.append(log_speedup_reward(done[0].iteration_time_s, ref) if done else DEAD_END_REWARD)
+        policy.set_training_mode(training)
+        mean = float(np.mean(rewards))
+        self.last_mean_reward = mean
+        if mean > self.best_mean_reward:
+            self.best_mean_reward = mean
+            save_policy(
+                policy, self.run_dir / BEST_POLICY_DIR, policy_config=asdict(self.config.policy), padding=self.padding,
+                lookahead=self.config.env.lookahead, extra={"num_timesteps": int(timesteps), "mean_reward": mean},
+            )  # fmt: skip
+        path = self.run_dir / EVALUATIONS_CSV
+        rows = path.read_text() if path.exists() else "timesteps,mean_reward,mean_speedup,best_mean_reward\n"
+        speedup = float(np.exp(mean))
+        rows += f"{int(timesteps)},{mean:.6f},{speedup:.6f},{self.best_mean_reward:.6f}\n"
+        atomic_write_text(path, rows)
+        if getattr(self, "model", None) is not None:  # during learn(); not for the step-0 evaluation
+            self.logger.record("eval/mean_speedup_vs_naive", speedup)
+        if self.on_eval is not None:
+            self.on_eval(int(timesteps), speedup)
+        return mean
 
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
 
-    def _on_step(self) -> bool:
-        parent = self.parent
-        rows = self.path.read_text() if self.path.exists() else "timesteps,mean_reward,mean_speedup,best_mean_reward\n"
-        speedup = float(np.exp(parent.last_mean_reward))  # reward = log speed-up over naive
-        rows += f"{self.model.num_timesteps},{parent.last_mean_reward:.6f},{speedup:.6f},{parent.best_mean_reward:.6f}\n"
-        atomic_write_text(self.path, rows)
-        self.logger.record("eval/mean_speedup_vs_naive", speedup)
-        return True
+def reference_time_s(instance: Instance) -> float:
+    """The naive placement's iteration time (the env's reward reference)."""
+    from hulk_env.reference import naive_placement
+
+    return float(cost.iteration_time(instance.cluster, instance.workload, naive_placement(instance)))
+
+
+# ---------------------------------------------------------------------------- imitation
+IMITATION_SEED = 7_919  # demonstration instances never share the training envs' draws
+BC_POLICY_DIR = "bc_policy"
+IMITATION_CSV = "eval/imitation.csv"
+
+
+def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding, run_dir: Path) -> Any:
+    """Behaviour cloning of ``policy`` (in place) on demonstrations of the training generator's
+    instances (:mod:`agents.imitation`); writes ``eval/imitation.csv`` and ``bc_policy/``.
+    Returns the :class:`agents.imitation.BCResult`."""
+    from agents.imitation import BCSettings, behaviour_cloning, demonstrate, replay
+    from agents.inference import instance_env
+
+    im, tc = config.imitation, config.train
+    log = print if tc.progress_bar else (lambda *_a, **_k: None)
+    rng = np.random.default_rng([tc.seed, IMITATION_SEED])
+    started = time.perf_counter()
+    episodes, kept, total = [], 0, 0
+    for i in range(im.demonstrations):
+        demo = demonstrate(generator(rng), im.methods, tc.seed, polish_budget=im.polish_budget)
+        if demo is None:
+            continue
+        episode = replay(demo, lambda inst: instance_env(inst, config.env.lookahead, shape=config.env.reward == "stay"))
+        episodes.append(episode)
+        kept, total = kept + episode.steps, total + demo.placement.size
+        if (i + 1) % 25 == 0 or i + 1 == im.demonstrations:
+            log(f"imitation: {i + 1}/{im.demonstrations} demonstrations, {kept}/{total} slots replayed "
+                f"({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
+    rows = ["epoch,loss,cross_entropy,value_loss,accuracy,wall_s"]
+
+    def on_epoch(e: Any) -> None:
+        rows.append(f"{e.epoch},{e.loss:.6f},{e.cross_entropy:.6f},{e.value_loss:.6f},{e.accuracy:.6f},{e.wall_s:.1f}")
+        atomic_write_text(run_dir / IMITATION_CSV, "\n".join(rows) + "\n")
+        log(f"imitation: epoch {e.epoch}/{im.epochs} cross-entropy {e.cross_entropy:.3f} accuracy {e.accuracy:.3f} "
+            f"({e.wall_s:.0f} s)", flush=True)  # fmt: skip
+
+    settings = BCSettings(
+        epochs=im.epochs, learning_rate=im.learning_rate, batch_steps=im.batch_steps, vf_coef=im.vf_coef,
+        seed=tc.seed, max_minutes=im.max_minutes,
+    )  # fmt: skip
+    result = behaviour_cloning(policy, [e for e in episodes if e.steps], settings, on_epoch=on_epoch)
+    save_policy(
+        policy, run_dir / BC_POLICY_DIR, policy_config=asdict(config.policy), padding=padding,
+        lookahead=config.env.lookahead, extra={"num_timesteps": 0, "demonstrations": len(episodes),
+                                               "slots_replayed": kept, "slots_demonstrated": total},
+    )  # fmt: skip
+    return result
 
 
 # ------------------------------------------------------------------------ run directory
@@ -297,13 +396,13 @@ def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[
         kwargs.update(cluster=config.env.cluster, model=config.env.model, generator_kwargs={
             k: v for k, v in (("data_parallel", config.env.data_parallel), ("num_micro_batches", config.env.num_micro_batches)) if v is not None
         })
-    elif config.env.generator in ("toy", "random"):
+    elif config.env.generator in ("toy", "random", "generalist"):
         kwargs["generator"] = config.env.generator
     training_ids = [i.instance_id for i in getattr(generator, "instances", ())]
     space = policy_observation_space(padding, config.env.lookahead)
     return {
-        "id": ENV_ID,
-        "entry_point": "hulk_env.env:PlacementEnv",
+        "id": ENV_ID_V1,
+        "entry_point": "hulk_env.env:PlacementEnvV1",
         "kwargs": kwargs,
         "wrappers": [
             f"agents.shaping.StayLookahead(shape={config.env.reward == 'stay'}, lookahead={config.env.lookahead})",
@@ -318,7 +417,11 @@ def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[
 
 # ------------------------------------------------------------------------------ train
 def train(
-    config: TrainSettings | RunConfig | None = None, *, resume: str | Path | None = None, label: str = "run"
+    config: TrainSettings | RunConfig | None = None,
+    *,
+    resume: str | Path | None = None,
+    label: str = "run",
+    on_eval: Callable[[int, float], None] | None = None,
 ) -> Path:
     """Train a policy; returns the run directory (see the module docstring for its files).
 
@@ -328,6 +431,8 @@ def train(
             with ``resume``: the run's own config is used.
         resume: a run directory to continue from its ``checkpoint.pt``.
         label: prefix of a new run directory's name (for a :class:`RunConfig`).
+        on_eval: called after every held-out evaluation with the step count and the mean
+            validation speed-up (``eval/evaluations.csv``'s row).
     """
     # 1. The resolved config, every setting checked: nothing exists on disk before this.
     overrides: tuple[str, ...] = ()
@@ -361,7 +466,7 @@ def train(
         clean_for_resume(run_dir, from_steps)  # killed writes, evaluations past the checkpoint
     with lock:
         try:
-            return _train_in(run_dir, config, generator, heldout, padding, from_steps)
+            return _train_in(run_dir, config, generator, heldout, padding, from_steps, on_eval)
         except Exception:
             if resume is None and not (run_dir / CHECKPOINT).exists():
                 shutil.rmtree(run_dir, ignore_errors=True)  # failed in set-up: leave nothing
@@ -370,39 +475,32 @@ def train(
 
 def _train_in(
     run_dir: Path, config: RunConfig, generator: Any, heldout: list[Instance], padding: Padding,
-    from_steps: int | None,
+    from_steps: int | None, on_eval: Callable[[int, float], None] | None = None,
 ) -> Path:
     """Steps 5-9 of :func:`train`, in a run directory it holds the lock of."""
     tc = config.train
     atomic_write_text(run_dir / "env_spec.json", json.dumps(env_spec(config, padding, generator, heldout), indent=2) + "\n")
 
-    # 5. Envs: training (n_envs) and held-out evaluation (cycles through the instances).
+    # 5. Envs: training (n_envs); the held-out instances are placed at their own size.
     vec_env = make_vec_env(generator, padding, config, tc.n_envs)
-    eval_env = DummyVecEnv([lambda: make_env(CyclingInstances(heldout), padding, config)])
 
     # 6. The model (restored from the checkpoint on resume; a run killed before its first
-    #    checkpoint starts again from step 0).
+    #    checkpoint starts again from step 0, imitation included).
     model = build_model(config, vec_env, run_dir / TENSORBOARD_DIR if tc.tensorboard else None)
-    best_mean_reward = -np.inf
+    (run_dir / EVALUATIONS_CSV).parent.mkdir(exist_ok=True)
+    n_eval = min(len(heldout), config.eval.n_eval_episodes or len(heldout))
+    validation = Validation(run_dir, config, padding, heldout[:n_eval], config.eval.eval_every, on_eval)
     if from_steps is not None:
-        best_mean_reward = load_checkpoint(model, run_dir)
+        validation.best_mean_reward = load_checkpoint(model, run_dir)
+    elif config.imitation.demonstrations > 0:
+        # 6b. Warm start: behaviour cloning, evaluated as step 0, checkpointed (a resume skips it).
+        warm_start(model.policy, config, generator, padding, run_dir)
+        validation.evaluate(model.policy, 0)
+        save_checkpoint(model, run_dir, validation.best_mean_reward)
 
     # 7. Callbacks: placement metrics, held-out evaluation (+ best policy), checkpoints.
-    (run_dir / EVALUATIONS_CSV).parent.mkdir(exist_ok=True)
-    n_eval = config.eval.n_eval_episodes or len(heldout)
-    evaluator = MaskableEvalCallback(
-        eval_env,
-        callback_on_new_best=SaveBest(run_dir, config, padding),
-        callback_after_eval=EvalLog(run_dir / EVALUATIONS_CSV),
-        n_eval_episodes=n_eval,
-        eval_freq=max(1, config.eval.eval_every // tc.n_envs) if config.eval.eval_every > 0 else 0,
-        deterministic=True,
-        verbose=0,
-        warn=False,
-    )
-    evaluator.best_mean_reward = best_mean_reward
     callbacks = CallbackList([
-        PlacementLogger(), evaluator, Checkpointer(run_dir, tc.checkpoint_every, evaluator), TimeLimit(tc.max_minutes),
+        PlacementLogger(), validation, Checkpointer(run_dir, tc.checkpoint_every, validation), TimeLimit(tc.max_minutes),
     ])
 
     # 8. Learn up to train.total_timesteps (the remainder when resuming).
@@ -417,14 +515,15 @@ def _train_in(
         )
 
     # 9. Save: final checkpoint and final policy (and a best policy if no evaluation ran).
-    save_checkpoint(model, run_dir, evaluator.best_mean_reward)
+    if not (run_dir / BEST_POLICY_DIR).exists() and config.eval.eval_every > 0:
+        validation.evaluate(model.policy, model.num_timesteps)
+    save_checkpoint(model, run_dir, validation.best_mean_reward)
     meta = {"num_timesteps": int(model.num_timesteps)}
     save_policy(
         model.policy, run_dir / FINAL_POLICY_DIR,
         policy_config=asdict(config.policy), padding=padding, lookahead=config.env.lookahead, extra=meta,
     )
     vec_env.close()
-    eval_env.close()
     return run_dir
 
 

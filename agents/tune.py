@@ -241,7 +241,7 @@ def _run_tuner(settings: TuneSettings, base: RunConfig, dims: Sequence[Dimension
     )
     scheduler = ASHAScheduler(
         time_attr=TIME_ATTR,
-        max_t=tc.total_timesteps,
+        max_t=tc.total_timesteps + 1,  # at max_t ASHA ends a trial: let it save its final policy
         grace_period=min(base.eval.eval_every, tc.total_timesteps),
         reduction_factor=REDUCTION_FACTOR,
     )
@@ -299,7 +299,7 @@ def _trial_row(result: Any, sweep: Path, dims: Sequence[Dimension]) -> TrialRow:
         status = f"error: {str(result.error).strip().splitlines()[-1][:200]}"
     elif (sweep / TRIALS_DIR / name / FINAL_POLICY_DIR / "policy.json").is_file():
         status = "finished"
-    else:  # ASHA ended the trial before train() saved its final policy
+    else:  # ASHA ended it: its run directory has best_policy/ but no final policy/
         status = "stopped early (ASHA)"
     return TrialRow(name, best, steps, status, str(sweep / TRIALS_DIR / name), params)
 

@@ -165,11 +165,10 @@ def run(env_id: str = ENV_ID_V1, iterations: int = 5, seed: int = 0, batch_steps
             ray.shutdown()
     speedups, of_optimum = [], []
     for inst, placement in placed:
-        t = cost.evaluate(inst.cluster, inst.workload, placement)
-        t_naive = cost.evaluate(inst.cluster, inst.workload, naive_placement(inst))
-        t_best = exhaustive_optimum(inst)[1]
-        speedups.append(float(t_naive.iteration_time_s / t.iteration_time_s) if t.memory_feasible else 0.0)
-        of_optimum.append(float(t_best / t.iteration_time_s) if t.memory_feasible else 0.0)
+        t_s = _iteration_time_s(inst, placement)  # nan: a dead end (v0) or does not fit
+        t_naive = _iteration_time_s(inst, naive_placement(inst))
+        speedups.append(t_naive / t_s if math.isfinite(t_s) else 0.0)
+        of_optimum.append(exhaustive_optimum(inst)[1] / t_s if math.isfinite(t_s) else 0.0)
     figures = {
         "env": env_id,
         "iterations": history,
@@ -184,6 +183,13 @@ def run(env_id: str = ENV_ID_V1, iterations: int = 5, seed: int = 0, batch_steps
               f"speed-up over naive x{figures['eval_geomean_speedup']:.3f}, "
               f"{100 * figures['eval_geomean_of_optimum']:.1f}% of the optimum's")
     return figures
+
+
+def _iteration_time_s(inst, placement: np.ndarray) -> float:
+    if placement is None or (np.asarray(placement) < 0).any():
+        return math.nan
+    breakdown = cost.evaluate(inst.cluster, inst.workload, placement)
+    return float(breakdown.iteration_time_s) if breakdown.memory_feasible else math.nan
 
 
 def _geomean(values: Sequence[float]) -> float:

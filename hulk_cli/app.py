@@ -10,19 +10,40 @@ from __future__ import annotations
 
 import typer
 
-from hulk_cli import bench, evaluate, failures, place, plot, replace, show, train
+from hulk_cli import (
+    bench,
+    bench_agent,
+    bench_scale,
+    evaluate,
+    failures,
+    imports,
+    place,
+    plot,
+    replace,
+    show,
+    train,
+    tune,
+)
+from hulk_cli.output import OneLineUsageErrors
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+app = typer.Typer(
+    cls=OneLineUsageErrors, add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0]
+)
 app.add_typer(show.app, name="show")
+app.add_typer(imports.app, name="import")
 app.command("place")(place.place)
 app.command("evaluate")(evaluate.evaluate)
 app.add_typer(plot.app, name="plot")
 app.add_typer(bench.app, name="bench")
 bench.app.command("train")(train.bench_train_command)
+bench.app.command("scale")(bench_scale.bench_scale_command)
 app.command("train")(train.train_command)
 app.command("replace")(replace.replace)
 app.command("simulate-failures")(failures.simulate_failures)
 bench.app.command("replace")(replace.bench_replace_command)
+app.command("tune")(tune.tune_command)
+bench.app.command("evaluate")(evaluate.bench_evaluate_command)
+bench.app.command("agent")(bench_agent.bench_agent_command)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from hulk_cli.methods import (
     ClusterOpt,
@@ -103,14 +103,16 @@ def simulate_failures(
             "plot": paths,
         })
         return
-    table = Table("method", "wall h", "lost min", "migrating min", "rolled back min", "stalled min", "slower min",
-                  "iterations", "decisions", "decision s", title=f"{events.name}: {events.failures} failures, {iterations:,} iterations")
+    table = Table(Column("method", no_wrap=True), "wall h", "lost m", "migr m", "redo m", "stall m", "slow m", "k it.", "calls", "dec s",
+                  title=f"{events.name}: {events.failures} failures, {iterations:,} iterations")
     for r in results:
         table.add_row(
             f"[bold]{r.method}[/]" if r is best else r.method, f"{r.wall_s / 3600:.2f}", f"{r.lost_s / 60:.1f}",
             f"{r.migration_s / 60:.1f}", f"{r.rollback_s / 60:.1f}", f"{r.stalled_s / 60:.1f}", f"{r.slowdown_s / 60:.1f}",
-            f"{r.iterations_done:,}" + ("" if r.finished else " (stopped)"), str(r.decisions), f"{r.decision_s:.1f}",
+            f"{r.iterations_done / 1000:.1f}" + ("" if r.finished else "*"), str(r.decisions), f"{r.decision_s:.1f}",
         )
+    table.caption = ("minutes lost: migrating, redoing iterations after a checkpoint restore, stalled (nothing fits), "
+                     "running slower; k it.: thousands of iterations done (* stopped); calls: method decisions")
     console.print(table)
     console.print(f"failure-free: {iterations * t0 / 3600:.2f} h; least time lost: [bold]{best.method}[/] ({best.lost_s / 60:.1f} min)")
     if paths:

@@ -20,6 +20,7 @@ import typer
 
 from hulk_cli.output import require_agent
 from hulk_env.errors import HulkInputError
+from hulk_env.validation import limits
 
 if TYPE_CHECKING:
     from hulk_env.baselines import PlacementResult
@@ -29,11 +30,24 @@ ClusterOpt = Annotated[str, typer.Option("--cluster", "-c", help="Built-in name,
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Built-in model name or YAML/JSON file.")]
 MethodOpt = Annotated[str, typer.Option("--method", help="A placement method (see `hulk evaluate --help`) or a run directory.")]
 PolicyOpt = Annotated[Path | None, typer.Option("--policy", help="A trained policy's run directory (replaces --method).")]
-DataParallelOpt = Annotated[int | None, typer.Option("--data-parallel", "-d", min=1, help="Data-parallel replicas D.")]
-MicroBatchesOpt = Annotated[int | None, typer.Option("--micro-batches", min=1, help="Micro-batches per iteration.")]
+DataParallelOpt = Annotated[int | None, typer.Option("--data-parallel", "-d", min=1, max=limits.MAX_DATA_PARALLEL, help="Data-parallel replicas D.")]
+MicroBatchesOpt = Annotated[int | None, typer.Option("--micro-batches", min=1, max=limits.MAX_MICRO_BATCHES, help="Micro-batches per iteration.")]
 ScheduleOpt = Annotated[str | None, typer.Option("--schedule", help="gpipe or 1f1b.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of randomised methods.")]
-BudgetOpt = Annotated[int | None, typer.Option("--budget", min=1, help="Cost-model evaluations for search methods.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=limits.MAX_SEED, help="Seed of randomised methods.")]
+BudgetOpt = Annotated[int | None, typer.Option("--budget", min=1, max=limits.MAX_BUDGET, help="Cost-model evaluations for search methods.")]
+TimeLimitOpt = Annotated[float | None, typer.Option("--time-limit", min=0.001, max=1e6, help="Seconds; then a method returns its best placement so far.")]
+MicroBatchSizeOpt = Annotated[int | None, typer.Option("--micro-batch-size", min=1, max=limits.MAX_MICRO_BATCH_SIZE, help="Sequences per micro-batch (rebuilds a transformer).")]
+SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, max=limits.MAX_TRANSFORMER_DIM, help="Tokens per sequence (rebuilds a transformer).")]
+LayersPerBlockOpt = Annotated[int | None, typer.Option("--layers-per-block", min=1, max=limits.MAX_TRANSFORMER_BLOCKS, help="Transformer blocks per placed layer.")]
+RecomputeOpt = Annotated[str | None, typer.Option("--recompute", help="Activation recomputation: none, selective or full.")]
+
+
+def model_overrides(
+    micro_batch_size: int | None, seq_len: int | None, layers_per_block: int | None, recompute: str | None
+) -> dict[str, Any]:
+    """The model-building options given on the command line, as workload overrides."""
+    given = dict(micro_batch_size=micro_batch_size, seq_len=seq_len, layers_per_block=layers_per_block, recompute=recompute)
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def resolve_method(name: str):
@@ -93,6 +107,11 @@ class PlacementRequest:
     schedule: ScheduleOpt = None
     seed: SeedOpt = 0
     budget: BudgetOpt = None
+    time_limit: TimeLimitOpt = None
+    micro_batch_size: MicroBatchSizeOpt = None
+    seq_len: SeqLenOpt = None
+    layers_per_block: LayersPerBlockOpt = None
+    recompute: RecomputeOpt = None
 
     def place(self) -> Placed:
         """Build the instance and place it with the method (or policy); infeasible is an error."""
@@ -101,13 +120,17 @@ class PlacementRequest:
         instance = fixed_instance(
             self.cluster, self.model, data_parallel=self.data_parallel,
             num_micro_batches=self.micro_batches, schedule=self.schedule,
+            **model_overrides(self.micro_batch_size, self.seq_len, self.layers_per_block, self.recompute),
         )  # fmt: skip
         if self.policy is not None:
             name, fn = f"policy:{self.policy}", policy_method(self.policy)
         else:
             name, fn = self.method, resolve_method(self.method)
+        from hulk_env.baselines.common import time_limit
+
         start = time.perf_counter()
-        result = fn(instance, self.seed, self.budget)
+        with time_limit(self.time_limit):
+            result = fn(instance, self.seed, self.budget)
         wall_s = time.perf_counter() - start
         if not result.feasible:
             raise HulkInputError(f"{name} found no feasible placement: {result.reason}")

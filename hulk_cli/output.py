@@ -18,6 +18,8 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer._click import exceptions as click_errors  # typer's own click (0.29 vendors it)
+from typer.core import TyperGroup
 
 from hulk_env.errors import HulkInputError
 
@@ -43,6 +45,35 @@ def clean_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(EXIT_BAD_INPUT) from None
 
     return wrapper
+
+
+class OneLineUsageErrors(TyperGroup):
+    """The ``hulk`` group: a usage error anywhere below it -- an option value out of range or
+    of the wrong type, an unknown command or option -- is one line on stderr and exit status
+    :data:`EXIT_BAD_INPUT`, like every other bad input (typer would draw a box around it)."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click_errors.NoArgsIsHelpError as exc:  # `hulk` alone: the help, as before
+            from typer import rich_utils
+
+            rich_utils.rich_format_error(exc)
+            sys.exit(exc.exit_code)
+        except click_errors.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "hulk"
+            message = " ".join(exc.format_message().split())
+            err_console.print(f"error: {where}: {message} (see --help)", markup=False, highlight=False, soft_wrap=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except click_errors.ClickException as exc:
+            err_console.print(f"error: {' '.join(exc.format_message().split())}", markup=False, highlight=False, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            err_console.print("aborted", markup=False)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 def missing_agent_modules() -> list[str]:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from hulk_cli.methods import PlacementRequest, with_placement_options
 from hulk_cli.output import clean_errors, console, print_json
@@ -46,10 +46,12 @@ def place(
             "speedup_vs_naive": naive_s / breakdown.iteration_time_s,
             "cost_evals": result.cost_evals,
             "wall_s": wall_s,
+            "note": result.reason,
             "plot": plot,
         })
         return
-    table = Table("region", "machine", "GPUs", "layers (replica:range)", "memory GB", "compute s/mb",
+    table = Table(Column("region", overflow="fold"), Column("machine", overflow="fold"), "GPUs",  # names in full
+                  "layers (replica:range)", "memory GB", "compute s/mb",
                   title=f"{name} on {instance.instance_id}")
     for row in rows:
         table.add_row(row["region"], row["machine"], row["gpu"], row["layers"],
@@ -62,5 +64,7 @@ def place(
         f"bottleneck: {b['bottleneck_kind']} {b['bottleneck']}; naive {naive_s:.3f} s -> "
         f"speed-up x{naive_s / b['iteration_time_s']:.2f}; {result.cost_evals} cost evaluations in {wall_s:.2f} s"
     )
+    if result.reason:  # a feasible result's note, e.g. why it is the naive placement
+        console.print(f"note: {result.reason}")
     if plot is not None:
         console.print(f"plot written to {plot}")

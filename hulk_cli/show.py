@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.table import Column, Table
 
 from hulk_cli.output import clean_errors, console, print_json
 
@@ -22,18 +22,39 @@ def cluster(
         help="Paper data: drop a measured RTT below this fraction of the light-in-fibre round trip "
         "(1.0 = strict physics; 0.1 keeps all but the grossly impossible Tokyo-Berlin 4 ms).",
     )] = 1.0,
+    links: Annotated[bool, typer.Option("--links", help="List every link: latency, RTT, bandwidth, measured or imputed and from what.")] = False,
 ) -> None:
     """Summarise a cluster: machines per region, GPUs, memory, links, and cleaning fixes."""
     from hulk_env.cluster import load_cluster
+    from hulk_env.cluster.links import link_rows
 
     cluster, report = load_cluster(source, min_rtt_fraction=min_rtt_fraction)
     summary = cluster.summary()
     if report is not None:
         summary["cleaning"] = report.to_dict()
+    if links:
+        summary["links"] = link_rows(cluster)
     if as_json:
         print_json(summary)
         return
     render_cluster_summary(summary)
+    if links:
+        render_links(summary["links"])
+
+
+def render_links(rows: list[dict]) -> None:
+    """One table row per machine pair (latency one-way, as everywhere)."""
+    table = Table()
+    for header in ("a", "b", "regions", "latency ms (one-way)", "RTT ms", "Gbps", "source"):
+        table.add_column(header, overflow="fold")  # names are never cut short
+    for row in rows:
+        regions = row["region_a"] if row["region_a"] == row["region_b"] else f"{row['region_a']} - {row['region_b']}"
+        kind = "measured" if row["measured"] else "imputed"
+        table.add_row(
+            row["a"], row["b"], regions, f"{row['latency_ms']:.2f}", f"{row['rtt_ms']:.2f}",
+            f"{row['bandwidth_gbps']:.3g}", f"{kind}: {row['basis']}",
+        )
+    console.print(table)
 
 
 def render_cluster_summary(summary: dict) -> None:
@@ -44,7 +65,7 @@ def render_cluster_summary(summary: dict) -> None:
         f"{summary['total_flops'] / 1e15:,.2f} PFLOP/s effective; "
         f"{summary['imputed_pairs']} link pairs imputed"
     )
-    table = Table("region", "machines", "GPUs", "TFLOP/s", "memory GB")
+    table = Table(Column("region", overflow="fold"), "machines", "GPUs", "TFLOP/s", "memory GB")
     for row in summary["by_region"]:
         table.add_row(
             row["region"], str(row["machines"]), str(row["gpus"]),
@@ -55,6 +76,10 @@ def render_cluster_summary(summary: dict) -> None:
     console.print(
         f"one-way latency ms: min {lat['min']:.2f} / median {lat['median']:.2f} / max {lat['max']:.2f}; "
         f"bandwidth Gbps: min {bw['min']:.3g} / median {bw['median']:.3g} / max {bw['max']:.3g}"
+    )
+    console.print(
+        f"convention: {summary['latency_convention']}; in files `latency_ms` is one-way and "
+        "`rtt_ms` the round trip (--links lists every pair)"
     )
     if "cleaning" in summary:
         fixes = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary["cleaning"].items())
@@ -86,7 +111,8 @@ def model(
     )
     console.print(
         f"training: micro-batch size {summary['micro_batch_size']}, {summary['num_micro_batches']} "
-        f"micro-batches, data-parallel {summary['data_parallel']}, schedule {summary['schedule']}"
+        f"micro-batches, data-parallel {summary['data_parallel']}, schedule {summary['schedule']}, "
+        f"recompute {summary['recompute']}"
     )
     if layers:
         table = Table("#", "layer", "GFLOP", "M params", "act MB", "stash MB")

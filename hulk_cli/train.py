@@ -18,6 +18,7 @@ from hulk_cli.output import (
     require_agent,
 )
 from hulk_env.errors import HulkInputError
+from hulk_env.validation import limits
 
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="A YAML config file or the name of one shipped in agents/configs/ (default: default).")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config key: section.key=value (repeatable).")]
@@ -27,7 +28,7 @@ SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a conf
 def train_command(
     config: ConfigOpt = None,
     set_: SetOpt = None,
-    timesteps: Annotated[int | None, typer.Option("--timesteps", min=1, help="train.total_timesteps.")] = None,
+    timesteps: Annotated[int | None, typer.Option("--timesteps", min=1, max=limits.MAX_TIMESTEPS, help="train.total_timesteps.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Directory under which the run directory is created (train.out).")] = None,
     resume: Annotated[Path | None, typer.Option("--resume", help="Continue an interrupted run from its checkpoint.")] = None,
     compare: Annotated[bool, typer.Option("--compare/--no-compare", help="Afterwards, run the policy against the baselines.")] = True,
@@ -53,7 +54,7 @@ def train_command(
             "suite": f"suite {cfg.env.suite}",
         }.get(cfg.env.generator, f"fresh {cfg.env.generator} instances")
         err_console.print(f"training the {cfg.policy.extractor} policy for {cfg.train.total_timesteps:,} steps on {source}")
-        run_dir = train(cfg, label=settings.label)
+        run_dir = train(settings)  # resolved again there: errors keep naming --set
     console.print(f"run directory: {run_dir}")
     if compare:
         print_comparison(run_dir)

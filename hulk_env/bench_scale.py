@@ -8,8 +8,9 @@ process measures, on that file x GPT-3 13B:
 * ``show_s``: what ``hulk show cluster FILE --json`` does (read and validate the file, build the
   cluster and its link matrices, summarise it);
 * ``place_chain_dp_s``: ``latency-chain-dp`` on the instance (its default settings);
-* ``env_steps_per_s``: ``hulk/Placement-v0`` on the instance, stepping uniformly random valid
-  actions (the observation is built every step; an episode ends with a full cost evaluation);
+* ``env_steps_per_s``: the placement env with the size-agnostic observation (``hulk/Placement-v1``,
+  no ``M x M`` array) on the instance, stepping uniformly random valid actions (the observation
+  is built every step; an episode ends with a full cost evaluation);
 * ``peak_rss_mb``: the process's peak resident memory, imports included.
 
 One process per size, so that each peak is that size's own. ``growth_exponent`` is the
@@ -81,12 +82,13 @@ def _peak_rss_mb() -> float:
     return peak / 1024 if sys.platform != "darwin" else peak / 2**20  # KiB on Linux, bytes on macOS
 
 
-def _env_steps_per_s(instance, seconds: float) -> tuple[float, int]:
-    from hulk_env.env import PlacementEnv
+def _env_steps_per_s(env_cls, instance, seconds: float) -> tuple[float, int]:
+    """Random valid steps per second of an env class on one instance (padding: its own size)."""
+    from hulk_env.generators import InstanceListGenerator
 
-    env = PlacementEnv()
+    env = env_cls(generator=InstanceListGenerator([instance]))
     rng = np.random.default_rng(0)
-    obs, _ = env.reset(seed=0, options={"instance": instance})
+    obs, _ = env.reset(seed=0)
     steps = 0
     start = time.perf_counter()
     while True:
@@ -94,9 +96,10 @@ def _env_steps_per_s(instance, seconds: float) -> tuple[float, int]:
         obs, _, terminated, truncated, _ = env.step(int(valid[rng.integers(len(valid))]))
         steps += 1
         if terminated or truncated:
-            obs, _ = env.reset(options={"instance": instance})
+            obs, _ = env.reset()
         elapsed = time.perf_counter() - start
         if elapsed >= seconds and steps >= MIN_ENV_STEPS:
+            env.close()
             return steps / elapsed, steps
 
 
@@ -117,7 +120,10 @@ def measure_size(num_machines: int, env_seconds: float = ENV_SECONDS) -> dict:
     start = time.perf_counter()
     result = get_method("latency-chain-dp")(instance, 0, None)
     place_s = time.perf_counter() - start
-    steps_per_s, steps = _env_steps_per_s(instance, env_seconds)
+    from hulk_env import env as envs
+
+    scalable = getattr(envs, "PlacementEnvV1", envs.PlacementEnv)  # the sparse observation
+    steps_per_s, steps = _env_steps_per_s(scalable, instance, env_seconds)
     return {
         "machines": num_machines,
         "layers": instance.num_layers,
@@ -127,6 +133,7 @@ def measure_size(num_machines: int, env_seconds: float = ENV_SECONDS) -> dict:
         "place_feasible": result.feasible,
         "env_steps_per_s": steps_per_s,
         "env_steps": steps,
+        "env_id": getattr(scalable, "spec_id", None) or scalable.__name__,
         "peak_rss_mb": _peak_rss_mb(),
     }
 

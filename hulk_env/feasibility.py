@@ -6,6 +6,14 @@ state (``state_bytes_per_param x params``) plus ``k`` stashed micro-batches of a
 depth (distinct machines) of its replica. The functions here give those needs per layer and per
 model, and a one-line explanation when a model cannot fit.
 
+Diagnosis (:func:`diagnose_memory`, behind :func:`capacity_reason`): for each pipeline depth
+``S`` it checks three necessary conditions with ``k(S)`` micro-batches stashed per layer: the
+largest layer fits the largest machine, one replica fits the ``S`` largest machines together, and
+all ``D`` replicas fit the cluster. When no depth passes, the message names the condition that
+binds and its figures (which layer and machine, how many stashed micro-batches), and lists the
+changes that would pass: fewer micro-batches in flight, recomputation, a smaller micro-batch,
+smaller blocks, fewer replicas, the 1F1B schedule, each checked by the same bounds.
+
 Padding: an observation (the env's, a policy's) is padded to ``max_machines`` machines,
 ``max_layers`` (replica, layer) slots and ``max_edges`` layer-graph edges of all replicas;
 :class:`Padding` says whether an instance fits and, when not, what to change.
@@ -14,14 +22,16 @@ Padding: an observation (the env's, a policy's) is padded to ``max_machines`` ma
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
 from hulk_env.units import GB
-from hulk_env.workload import Workload
+from hulk_env.workload import RECOMPUTE_MODES, Workload, apply_overrides
 
 
 def _workload(problem: Instance | Workload) -> Workload:
@@ -59,17 +69,274 @@ def memory_tightness(instance: Instance) -> float:
     return model_memory_bytes(instance, deepest) / float(instance.cluster.memory_bytes.sum())
 
 
-def capacity_reason(instance: Instance) -> str:
-    """A one-line explanation when the model cannot fit, with the figures and what to change."""
+class DepthCheck(NamedTuple):
+    """The memory bounds of replicas spread over ``stages`` machines each.
+
+    Attributes:
+        stages: pipeline depth ``S`` (distinct machines per replica).
+        stashed: micro-batches each layer stashes at that depth, ``k(S)``.
+        layer: index of the layer with the largest need.
+        layer_need_bytes: that layer's model state + ``stashed`` micro-batches of its stash.
+        largest_machine_bytes: memory of the largest machine.
+        replica_need_bytes: one replica, every layer.
+        deepest_bytes: memory of the ``S`` largest machines together.
+        total_need_bytes: all ``D`` replicas.
+        cluster_bytes: memory of the whole cluster.
+    """
+
+    stages: int
+    stashed: int
+    layer: int
+    layer_need_bytes: float
+    largest_machine_bytes: float
+    replica_need_bytes: float
+    deepest_bytes: float
+    total_need_bytes: float
+    cluster_bytes: float
+
+    @property
+    def layer_fits(self) -> bool:
+        return self.layer_need_bytes <= self.largest_machine_bytes
+
+    @property
+    def replica_fits(self) -> bool:
+        return self.replica_need_bytes <= self.deepest_bytes
+
+    @property
+    def total_fits(self) -> bool:
+        return self.total_need_bytes <= self.cluster_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.layer_fits and self.replica_fits and self.total_fits
+
+
+def depth_checks(instance: Instance) -> list[DepthCheck]:
+    """The bounds at every pipeline depth that can differ: ``S = 1 .. min(m, S_max)`` and
+    ``S_max = min(M, L)`` (beyond ``m`` the stash count stops growing and more machines only
+    help)."""
     w, c = instance.workload, instance.cluster
-    return (
-        f"model '{w.name}' x {w.data_parallel} replica(s) needs at least {min_memory_bytes(w) / GB:,.1f} GB "
-        f"(model state + one stashed micro-batch; 1F1B stashes one per pipeline stage and GPipe all, so the real need is larger) and the largest layer needs "
-        f"{float(layer_memory_bytes(w, 1).max()) / GB:,.1f} GB; cluster '{c.name}' has "
-        f"{float(c.memory_bytes.sum()) / GB:,.1f} GB in total and {float(c.memory_bytes.max()) / GB:,.1f} GB "
-        "on its largest machine: use more or larger machines, fewer replicas, fewer micro-batches "
-        "or the 1f1b schedule"
+    deepest = min(c.num_machines, w.num_layers)
+    memory = np.sort(c.memory_bytes)[::-1]
+    top = np.cumsum(memory)
+    state = w.state_bytes_per_param * w.params
+    stages = sorted({*range(1, min(w.num_micro_batches, deepest) + 1), deepest})
+    checks = []
+    for depth in stages:
+        k = stash_count(w, depth)
+        need = state + k * w.stash_bytes
+        layer = int(np.argmax(need))
+        replica = float(need.sum())
+        checks.append(DepthCheck(
+            depth, k, layer, float(need[layer]), float(memory[0]), replica, float(top[depth - 1]),
+            w.data_parallel * replica, float(top[-1]),
+        ))  # fmt: skip
+    return checks
+
+
+class MemoryDiagnosis(NamedTuple):
+    """Why an instance cannot fit in memory, and what would make it fit.
+
+    Attributes:
+        binding: ``"layer"`` (a layer outgrows the largest machine even with one micro-batch
+            stashed), ``"total"`` (the replicas outgrow the cluster even so), ``"stash"``
+            (the micro-batches stashed per layer bind: deep pipelines stash too many, shallow
+            ones have too few machines), or ``"none"`` (some depth passes every bound).
+        message: one line with the figures.
+        fixes: changes that pass the bounds, as options (``"--micro-batches 3"``).
+    """
+
+    binding: str
+    message: str
+    fixes: tuple[str, ...]
+
+
+def passes_bounds(instance: Instance) -> bool:
+    """Whether some pipeline depth passes every bound of :func:`depth_checks`."""
+    return any(check.fits for check in depth_checks(instance))
+
+
+def _gb(n_bytes: float) -> str:
+    return f"{n_bytes / GB:,.1f} GB"
+
+
+def _binding(instance: Instance, checks: list[DepthCheck]) -> tuple[str, str]:
+    """The binding bound of an instance no depth fits, and its sentence."""
+    w, c = instance.workload, instance.cluster
+    largest, cluster_bytes = checks[0].largest_machine_bytes, checks[0].cluster_bytes
+    state = w.state_bytes_per_param * w.params
+    need_one = state + w.stash_bytes
+    big = int(np.argmax(need_one))
+    machine = c.machines[int(np.argmax(c.memory_bytes))].name
+    if need_one[big] > largest:
+        return "layer", (
+            f"layer '{w.layer_names[big]}' needs at least {_gb(need_one[big])} ({_gb(state[big])} model "
+            f"state + {_gb(w.stash_bytes[big])} for one stashed micro-batch), more than the "
+            f"{_gb(largest)} of the largest machine '{machine}'"
+        )
+    floor = w.data_parallel * float(need_one.sum())
+    if floor > cluster_bytes:
+        return "total", (
+            f"{w.data_parallel} replica(s) need at least {_gb(floor)} (model state "
+            f"{_gb(w.data_parallel * float(state.sum()))} + one stashed micro-batch per layer), "
+            f"more than the cluster's {_gb(cluster_bytes)}"
+        )
+    schedule = (
+        f"GPipe stashes all {w.num_micro_batches} micro-batches"
+        if w.schedule == "gpipe"
+        else f"1F1B stashes min({w.num_micro_batches}, S) micro-batches per layer on an S-stage pipeline"
     )
+    # Deep pipelines stash more per layer; shallow ones have fewer machines for a replica.
+    deep = next((ch for ch in checks if not (ch.layer_fits and ch.total_fits)), checks[-1])
+    if not deep.layer_fits:
+        parts = [
+            f"from S={deep.stages} stages on, layer '{w.layer_names[deep.layer]}' needs "
+            f"{_gb(state[deep.layer])} state + {deep.stashed} x {_gb(w.stash_bytes[deep.layer])} "
+            f"stash = {_gb(deep.layer_need_bytes)}, more than the {_gb(largest)} of the largest "
+            f"machine '{machine}'"
+        ]
+    elif not deep.total_fits:
+        parts = [
+            f"from S={deep.stages} stages on, {w.data_parallel} replica(s) with {deep.stashed} "
+            f"stashed micro-batches need {_gb(deep.total_need_bytes)}, more than the cluster's "
+            f"{_gb(cluster_bytes)}"
+        ]
+    else:
+        parts = []
+    shallow = [ch for ch in checks if ch.stages < deep.stages or not parts]
+    if shallow:
+        ch = shallow[-1]
+        parts.append(
+            f"with S<={ch.stages} stages the {ch.stages} largest machines hold "
+            f"{_gb(ch.deepest_bytes)}, less than the {_gb(ch.replica_need_bytes)} a replica needs "
+            f"with {ch.stashed} stashed"
+        )
+    return "stash", f"the stash binds: {schedule}; " + "; ".join(parts)
+
+
+def _fewer(n: int) -> list[int]:
+    """Smaller counts to try, mildest first: ``n - 1 .. n - 8``, then halving down to 1."""
+    steps = {k for k in range(n - 1, max(0, n - 9), -1)} | {n >> i for i in range(1, n.bit_length())}
+    return sorted((k for k in steps if 1 <= k < n), reverse=True)
+
+
+def _variants(w: Workload) -> list[tuple[str, dict]]:
+    """Changes to try, as (option, overrides), in the order they are suggested."""
+    out: list[tuple[str, dict]] = []
+    for m in _fewer(w.num_micro_batches):
+        out.append((f"--micro-batches {m}", {"num_micro_batches": m}))
+    if w.schedule == "gpipe":
+        out.append(("--schedule 1f1b", {"schedule": "1f1b"}))
+    modes = RECOMPUTE_MODES[RECOMPUTE_MODES.index(w.recompute) + 1 :]
+    for mode in modes if w.config is not None else [m for m in modes if m == "full"]:
+        out.append((f"--recompute {mode}", {"recompute": mode}))
+    if w.config is not None:
+        for b in _fewer(w.micro_batch_size):
+            out.append((f"--micro-batch-size {b}", {"micro_batch_size": b}))
+        for k in _fewer(w.config.layers_per_block):
+            out.append((f"--layers-per-block {k}", {"layers_per_block": k}))
+    for d in _fewer(w.data_parallel):
+        out.append((f"--data-parallel {d}", {"data_parallel": d}))
+    return out
+
+
+def _changed(instance: Instance, change: dict) -> Instance | None:
+    try:
+        return replace(instance, workload=apply_overrides(instance.workload, **change))
+    except HulkInputError:  # a setting this model cannot take
+        return None
+
+
+def memory_fixes(instance: Instance, fits=passes_bounds) -> tuple[str, ...]:
+    """Changes of the training settings after which ``fits(instance)`` holds: for each kind of
+    change the mildest (the most micro-batches, the largest micro-batch, ...) in the order of
+    :func:`_variants`; when no single change does, the first pair of two kinds that does."""
+    variants = _variants(instance.workload)
+    fixes: dict[str, str] = {}
+    for option, change in variants:
+        kind = option.split()[0]
+        if kind not in fixes:
+            changed = _changed(instance, change)
+            if changed is not None and fits(changed):
+                fixes[kind] = option
+    if fixes:
+        return tuple(fixes.values())
+    for i, (first, change) in enumerate(variants):
+        for second, other in variants[i + 1 :]:
+            if first.split()[0] != second.split()[0]:
+                changed = _changed(instance, {**change, **other})
+                if changed is not None and fits(changed):
+                    return (f"{first} {second}",)
+    return ()
+
+
+ROOMY_FRACTION = 0.9  # below this share of the cluster's memory a placement has room to pack
+
+
+def _roomy(instance: Instance) -> bool:
+    return any(
+        ch.fits and ch.total_need_bytes <= ROOMY_FRACTION * ch.cluster_bytes
+        for ch in depth_checks(instance)
+    )
+
+
+def _state_alone(instance: Instance) -> str:
+    """Where the model state by itself, at the finest blocks, outgrows the machines."""
+    w, c = instance.workload, instance.cluster
+    fine = _changed(instance, {"layers_per_block": 1}) if w.config is not None else None
+    fw = fine.workload if fine is not None else w
+    state = fw.state_bytes_per_param * fw.params
+    total = w.data_parallel * float(state.sum())
+    if total > float(c.memory_bytes.sum()):
+        return (
+            f" (the model state alone is {_gb(total)} for {w.data_parallel} replica(s), the "
+            f"cluster has {_gb(float(c.memory_bytes.sum()))})"
+        )
+    big = int(np.argmax(state))
+    if state[big] > float(c.memory_bytes.max()):
+        return (
+            f" (the model state of layer '{fw.layer_names[big]}' alone is {_gb(state[big])}, the "
+            f"largest machine has {_gb(float(c.memory_bytes.max()))})"
+        )
+    return ""
+
+
+@lru_cache(maxsize=64)
+def diagnose_memory(instance: Instance) -> MemoryDiagnosis:
+    """The binding memory bound of ``instance`` and the changes that would pass it (cached per
+    instance: methods that fail on one instance share it)."""
+    w, c = instance.workload, instance.cluster
+    checks = depth_checks(instance)
+    passing = [ch for ch in checks if ch.fits]
+    head = f"model '{w.name}' x {w.data_parallel} replica(s)"
+    if passing:
+        ch = min(passing, key=lambda x: x.total_need_bytes)
+        fixes = () if _roomy(instance) else memory_fixes(instance, fits=_roomy)
+        advice = f"; it leaves room with {' or '.join(fixes)}" if fixes else ""
+        return MemoryDiagnosis("none", (
+            f"{head} passes the memory bounds of cluster '{c.name}' with {ch.stages}-stage "
+            f"pipelines ({_gb(ch.total_need_bytes)} of {_gb(ch.cluster_bytes)}, "
+            f"{ch.total_need_bytes / ch.cluster_bytes:.0%}; largest layer {_gb(ch.layer_need_bytes)} "
+            f"of {_gb(ch.largest_machine_bytes)}), but the layers must also pack onto the "
+            f"machines{advice}"
+        ), fixes)  # fmt: skip
+    binding, why = _binding(instance, checks)
+    fixes = memory_fixes(instance)
+    advice = (
+        f"it fits the bounds with {' or '.join(fixes)}"
+        if fixes
+        else "no change of micro-batches, recomputation, micro-batch size, blocks or replicas "
+        f"(nor two of them) fits{_state_alone(instance)}: use more or larger machines"
+    )
+    return MemoryDiagnosis(
+        binding, f"{head} does not fit cluster '{c.name}': {why}; {advice}", fixes
+    )
+
+
+def capacity_reason(instance: Instance) -> str:
+    """A one-line explanation when the model cannot fit: the binding bound, its figures and
+    what to change (:func:`diagnose_memory`)."""
+    return diagnose_memory(instance).message
 
 
 # ---- padding ---------------------------------------------------------------------------------
@@ -138,8 +405,14 @@ class Padding:
 
 
 __all__ = [
+    "DepthCheck",
+    "MemoryDiagnosis",
     "Padding",
     "capacity_reason",
+    "depth_checks",
+    "diagnose_memory",
+    "memory_fixes",
+    "passes_bounds",
     "instance_edges",
     "layer_memory_bytes",
     "memory_tightness",

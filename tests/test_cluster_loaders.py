@@ -240,8 +240,9 @@ def test_region_links_aliases_and_default_bandwidth(tmp_path):
         "  - {a: Neimeng, b: tokyo-0, latency_ms: 30}\n"
     )
     c = load_cluster_file(file)
-    assert [mc.name for mc in c.machines] == ["neimeng-0", "neimeng-1", "tokyo-0"]
-    assert c.regions == ("Neimeng", "Tokyo")
+    # an alias keeps the name the user gave (issue 11), and a link may name the city another way
+    assert [mc.name for mc in c.machines] == ["hohhot-0", "hohhot-1", "tokyo-0"]
+    assert c.regions == ("hohhot", "Tokyo")
     np.testing.assert_allclose(c.latency_s[:2, 2], 0.030)
     np.testing.assert_allclose(c.bandwidth_bps[:2, 2], geo.wan_bandwidth_gbps(60) * GBPS)
     assert not c.imputed[:2, 2].any() and c.imputed[0, 1]
@@ -289,6 +290,13 @@ BAD_CLUSTERS = {
     "cluster_duplicate_names.yaml": (["duplicate machine name 'gpu-box'"], 3),
     "cluster_unknown_key.yaml": (["unknown key", "gpus"], 2),
     "cluster_unknown_region_no_coords.yaml": (["unknown city 'Lab-7'", "lat/lon"], 2),
+    # cloud regions and round-trip links (issue 11)
+    "cluster_unknown_cloud_region.yaml": (["unknown aws region 'aws:us-west-9'", "us-west-2"], 3),
+    "cluster_unknown_provider.yaml": (["unknown cloud provider 'ibm'", "aws, gcp, azure"], 2),
+    "cluster_country_not_city.yaml": (["'Ireland'", "aws:eu-west-1 (Dublin)"], 3),
+    "cluster_rtt_and_latency.yaml": (["rtt_ms", "not both"], 5),
+    "cluster_negative_rtt.yaml": (["rtt_ms", ">= 0"], 5),
+    "cluster_link_no_latency.yaml": (["missing latency_ms (one-way) or rtt_ms"], 5),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -138,8 +139,11 @@ def test_fixed_generator_by_name_and_by_objects():
     assert gen.max_edges == 2 * len(inst.workload.edges) and gen.max_machines == 12
     again = FixedGenerator(inst.cluster, inst.workload.with_training(data_parallel=1), num_micro_batches=4)
     assert again.fixed.workload.num_micro_batches == 4 and again.fixed.data_parallel == 1
-    with pytest.raises(HulkInputError, match="rebuild the model"):
-        FixedGenerator(inst.cluster, inst.workload, micro_batch_size=4)
+    rebuilt = FixedGenerator(inst.cluster, inst.workload, micro_batch_size=4).fixed.workload
+    assert rebuilt.total_flops == pytest.approx(2 * inst.workload.total_flops)  # gpt3-125m: 2 -> 4
+    explicit = dataclasses.replace(inst.workload, config=None)  # layers without their architecture
+    with pytest.raises(HulkInputError, match="would rebuild the model"):
+        FixedGenerator(inst.cluster, explicit, micro_batch_size=4)
     with pytest.raises(HulkInputError, match="naive placement does not fit"):
         make_generator("fixed", cluster="cloud-3region", model="gpt3-175b")
     with pytest.raises(HulkInputError, match="unknown cluster"):

@@ -188,3 +188,21 @@ def test_hulk_env_core_does_not_import_torch():
         "hulk_env.importers.torch_module; assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+def test_imported_workload_places_and_simulates(imported, tmp_path):
+    from hulk_env import cost
+    from hulk_env.baselines import METHODS
+    from hulk_env.generators import fixed_instance
+    from hulk_env.simulate import simulate
+
+    path = write_workload_file(imported["encdec"].workload, tmp_path / "encdec.yaml")
+    inst = fixed_instance("cloud-3region", str(path), data_parallel=2, num_micro_batches=4)
+    result = METHODS["latency-chain-dp"](inst, 0, None)
+    assert result.feasible
+    breakdown = cost.evaluate(inst.cluster, inst.workload, result.placement)
+    sim = simulate(inst.cluster, inst.workload, result.placement)
+    assert breakdown.memory_feasible and sim.iteration_time_s > 0
+    compute_tasks = [t for t in sim.tasks if t.kind in ("forward", "backward")]
+    assert len(compute_tasks) == 2 * 2 * 4 * inst.num_layers  # fwd + bwd, D = 2, m = 4
+    assert sim.iteration_time_s == pytest.approx(breakdown.iteration_time_s, rel=0.5)

@@ -32,16 +32,30 @@ from hulk_env.errors import HulkInputError
 REPO = Path(__file__).resolve().parents[1]
 FILES = {CONFIG_FILE: "train: {}\n"}
 
-# A trainer in a fresh process: `new <overrides...>`, `resume <dir>`, or `kill-in-write <n>
+# A trainer in a fresh process: `new <overrides...>`, `resume <dir>`, `kill-in-write <n>
 # <overrides...>` (SIGKILLs itself after writing the temporary file of its n-th checkpoint,
-# before the rename: a kill in the middle of a checkpoint write).
+# before the rename: a kill in the middle of a checkpoint write), or `pause <gate dir>
+# <overrides...>` (at its first checkpoint, creates GATE/waiting and waits for GATE/go).
 _TRAINER = """
-import os, signal, sys
+import os, signal, sys, time
+from pathlib import Path
 from agents.config import TrainSettings
 import agents.files
 from agents.train import train
 
 mode, args = sys.argv[1], sys.argv[2:]
+if mode == "pause":
+    gate, args = Path(args[0]), args[1:]
+    write = agents.files.atomic_write_bytes
+
+    def paused_write(path, data):
+        if path.name == "checkpoint.pt" and not (gate / "go").exists():
+            (gate / "waiting").touch()
+            while not (gate / "go").exists():
+                time.sleep(0.02)
+        return write(path, data)
+
+    agents.files.atomic_write_bytes = paused_write
 if mode == "kill-in-write":
     target, args = int(args[0]), args[1:]
     seen = {"n": 0}
@@ -233,27 +247,30 @@ def test_killed_before_the_first_checkpoint_restarts_cleanly(tmp_path):
 
 def test_killed_during_a_checkpoint_write_resumes_without_its_temp_file(tmp_path):
     run = tmp_path / "mid-write"
-    killed = _run("kill-in-write", "2", *_overrides(tmp_path, "mid-write"))
+    killed = _run("kill-in-write", "2", *_overrides(tmp_path, "mid-write", train__total_timesteps=512))
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert list(run.glob(".checkpoint.pt.tmp*")), "the kill should leave a half-written temp file"
     assert checkpoint_timesteps(run) == 128  # the first checkpoint survived intact
     done = _run("resume", str(run))
     assert done.returncode == 0, done.stderr[-2000:]
-    _assert_clean(run, 768)
+    _assert_clean(run, 512)
 
 
 def test_two_runs_on_one_directory(tmp_path):
-    run = tmp_path / "shared"
-    first = _start("new", *_overrides(tmp_path, "shared", train__total_timesteps=1024, train__tensorboard="true"))
+    run, gate = tmp_path / "shared", tmp_path / "gate"
+    gate.mkdir()
+    first = _start("pause", str(gate), *_overrides(tmp_path, "shared", train__tensorboard="true"))
     try:
-        _wait_for(lambda: (run / CONFIG_FILE).exists(), first, "the run directory")
-        second = _run("new", *_overrides(tmp_path, "shared"), timeout=120)
-        resumed = _run("resume", str(run), timeout=120)
+        _wait_for(lambda: (gate / "waiting").exists(), first, "the first run's first checkpoint")
+        second = _start("new", *_overrides(tmp_path, "shared"))
+        resumed = _start("resume", str(run))
+        second_err, resumed_err = second.communicate(timeout=120)[1], resumed.communicate(timeout=120)[1]
+        (gate / "go").touch()
         assert first.wait(timeout=300) == 0, first.stderr.read()[-2000:]
     finally:
         if first.poll() is None:
             first.kill()
-    assert second.returncode != 0 and "already holds a run" in second.stderr
-    assert resumed.returncode != 0 and f"in use by pid {first.pid}" in resumed.stderr
-    _assert_clean(run, 1024)
+    assert second.returncode != 0 and "already holds a run" in second_err
+    assert resumed.returncode != 0 and f"in use by pid {first.pid}" in resumed_err
+    _assert_clean(run, 768)
     assert len(list((run / "tb").iterdir())) == 1, "one TensorBoard run"

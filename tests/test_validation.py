@@ -290,6 +290,14 @@ def test_cluster_file_schema_accepts_a_valid_file():
     assert [m.count for m in parsed.machines] == [1, 3]
 
 
+def test_cluster_schema_keys_are_the_loader_keys():
+    from hulk_env.cluster import files
+
+    assert set(schemas.ClusterFile.model_fields) == set(files._TOP_KEYS)
+    assert set(schemas.MachineEntry.model_fields) == set(files._MACHINE_KEYS)
+    assert set(schemas.LinkEntry.model_fields) == set(files._LINK_KEYS)
+
+
 def test_machine_count_check_is_before_allocation():
     sizes.check_machine_count(limits.MAX_MACHINES, "x")
     assert "MAX_MACHINES" in _error(sizes.check_machine_count, limits.MAX_MACHINES + 1, "x")
@@ -340,6 +348,13 @@ def test_workload_schema_covers_every_transformer_field():
     block = model.model_fields["transformer"].annotation.__args__[0]
     assert set(block.model_fields) == {f.name for f in dataclasses.fields(TransformerConfig)}
     assert set(TRAINING_KEYS) <= set(model.model_fields)
+
+
+def test_workload_schema_keys_are_the_loader_keys():
+    from hulk_env.workload import files
+
+    assert set(_workload_model().model_fields) == set(files._TOP_KEYS)
+    assert set(schemas.LayerEntry.model_fields) == set(files._LAYER_KEYS)
 
 
 def test_check_workload_limits_on_built_models():

@@ -12,6 +12,8 @@ budget allows. The best state seen is returned, so the result is never worse tha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from hulk_env.baselines.base import PlacementResult
@@ -27,17 +29,20 @@ T_START = 0.02
 T_END = 1e-4
 
 
-def anneal(instance: Instance, seed: int = 0, budget: int | None = None) -> PlacementResult:
+def anneal(
+    instance: Instance, seed: int = 0, budget: int | None = None, starts: Sequence[np.ndarray] = ()
+) -> PlacementResult:
     """Simulated annealing from the best heuristic.
 
     Args:
         instance: the cluster and workload.
         seed: seeds every random choice.
         budget: cost evaluations in all, the heuristics' included (default 20,000).
+        starts: placements to start from besides the heuristics' (e.g. a policy's).
     """
     budget = DEFAULT_BUDGET if budget is None else int(budget)
     rng = np.random.default_rng(seed)
-    starts, used, evaluator = search_start(instance, seed, budget)
+    starts, used, evaluator = search_start(instance, seed, budget, starts)
     if evaluator is None:
         return PlacementResult(NAME, None, used, capacity_reason(instance))
     times = evaluator.times(np.stack(starts))

@@ -15,7 +15,8 @@ class PlacementResult:
         method: the method's registered name.
         placement: ``[D, L]`` machine indices, or ``None`` when no feasible placement was found.
         cost_evals: placements evaluated with the cost model to get there.
-        reason: why there is no placement (empty when feasible).
+        reason: why there is no placement; for a feasible one, an optional note (e.g. why a
+            method returned the naive placement).
     """
 
     method: str

@@ -1,13 +1,26 @@
 """``latency-chain-dp``: nearest-latency machine chains, split optimally by the stage DP.
 
-From every start machine, a greedy nearest-neighbour chain over latency
-(:func:`~hulk_env.baselines.common.nearest_neighbour_chain`); every prefix of every chain is
-split by the PipeDream/Alpa stage DP (:mod:`~hulk_env.baselines.stage_dp`), both ways round, with
-replicas laid out as described in :mod:`~hulk_env.baselines.chains`. Candidates are evaluated with the cost model, most promising (by the DP's estimate)
-first, and the fastest feasible one is returned. A DAG workload (encoder-decoder) is split in its
-topological order. When no chain split fits in memory (machines too small for the DP's
-one-stage-per-machine rule), the ``naive`` placement is returned, so the method answers wherever
-``naive`` does.
+From every start machine (at most :data:`MAX_STARTS` of them), a greedy nearest-neighbour chain
+over latency (:func:`~hulk_env.baselines.common.nearest_neighbour_chain`); every prefix of every
+chain is split by the PipeDream/Alpa stage DP (:mod:`~hulk_env.baselines.stage_dp`), both ways
+round, with replicas laid out as described in :mod:`~hulk_env.baselines.chains`. Candidates are
+evaluated with the cost model, most promising (by the DP's estimate) first, and the fastest
+feasible one is returned. A DAG workload (encoder-decoder) is split in its topological order.
+When no chain split fits in memory (machines too small for the DP's one-stage-per-machine
+rule), the ``naive`` placement is returned, so the method answers wherever ``naive`` does.
+
+Scale. A chain is walked only as far as the DP uses it (:func:`~hulk_env.baselines.chains.chain_stop`)
+with each machine's neighbour order sorted once (:class:`~hulk_env.baselines.common.NeighbourOrder`),
+and the DP costs the same for every start, so the work grows with the starts times the
+machines: with all ``M`` starts that is quadratic. Beyond ``MAX_STARTS`` machines the starts are
+spread over the machine classes (region, GPU, count, memory) round-robin, so every class starts
+a chain; on every benchmark suite (at most 64 machines) all machines start one. On the suites
+the placements are those of the full-chain, all-starts method (checked instance by instance;
+one geo-v0 instance, 61 machines for 2 x 14 slots, evaluates 5 more candidates for the same
+placement).
+With a ``budget``, chains stop once they have proposed ``OVERSAMPLE x budget`` candidates (the
+DP's ranking still picks which ``budget`` of them are evaluated); with a
+:func:`~hulk_env.baselines.common.time_limit`, once it has passed (the best so far is returned).
 """
 
 from __future__ import annotations
@@ -15,17 +28,24 @@ from __future__ import annotations
 import numpy as np
 
 from hulk_env.baselines.base import PlacementResult
-from hulk_env.baselines.chains import Candidate, chain_candidates
+from hulk_env.baselines.chains import Candidate, chain_candidates, chain_stop
 from hulk_env.baselines.common import (
     Evaluator,
+    NeighbourOrder,
     dedupe_placements,
     evaluate_candidates,
     nearest_neighbour_chain,
+    out_of_time,
 )
 from hulk_env.baselines.naive import naive
 from hulk_env.instance import Instance
 
 NAME = "latency-chain-dp"
+# Start machines at most: the DP of one chain costs ~20-40 ms on GPT-3-sized models, so 256
+# chains bound the DP at ~10 s whatever the cluster size; 4x the largest suite cluster.
+MAX_STARTS = 256
+# With a budget B, chains stop after proposing OVERSAMPLE x B candidates for the ranking.
+OVERSAMPLE = 4
 
 
 def latency_chain_dp(
@@ -39,12 +59,36 @@ def latency_chain_dp(
         budget: the most candidates evaluated with the cost model (default: all of them).
     """
     del seed
-    candidates: list[Candidate] = []
-    # Every start, even among look-alike machines of one city: link noise makes their chains
-    # differ, and on geo-v0 one start per machine class lost up to 25% on some instances.
-    for start in range(instance.num_machines):
-        candidates += chain_candidates(instance, nearest_neighbour_chain(instance, start))
+    order = NeighbourOrder(instance)
+    make_stop = chain_stop(instance)
+    per_start: dict[int, list[Candidate]] = {}
+    proposed = 0
+    # Every start (up to MAX_STARTS), even among look-alike machines of one city: link noise
+    # makes their chains differ, and on geo-v0 one start per machine class lost up to 25%.
+    for start in start_machines(instance):
+        chain = nearest_neighbour_chain(instance, start, order=order, stop=make_stop())
+        per_start[start] = chain_candidates(instance, chain)
+        proposed += len(per_start[start])
+        if (budget is not None and proposed >= OVERSAMPLE * budget) or (proposed and out_of_time()):
+            break
+    candidates = [c for start in sorted(per_start) for c in per_start[start]]
     return evaluate_ranked(instance, candidates, budget, NAME)
+
+
+def start_machines(instance: Instance, limit: int = MAX_STARTS) -> list[int]:
+    """The chains' start machines, in the order they are tried: all of them when there are at
+    most ``limit``, else ``limit`` taken round-robin over the machine classes (region, GPU, GPU
+    count, memory), each class in index order."""
+    m = instance.num_machines
+    if m <= limit:
+        return list(range(m))
+    classes: dict[tuple, list[int]] = {}
+    for i, mc in enumerate(instance.cluster.machines):
+        classes.setdefault((mc.region, mc.gpu, mc.num_gpus, mc.memory_bytes), []).append(i)
+    picked: list[int] = []
+    for k in range(max(len(members) for members in classes.values())):
+        picked += [members[k] for members in classes.values() if k < len(members)]
+    return picked[:limit]
 
 
 def evaluate_ranked(

@@ -15,9 +15,11 @@ in the DP):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from hulk_env.baselines.stage_dp import Split, split_chain
+from hulk_env.baselines.stage_dp import MEMORY_SLACK, Split, memory_floors, split_chain
 from hulk_env.instance import Instance
 
 Candidate = tuple[float, np.ndarray]  # (DP estimate in seconds, placement [D, L])
@@ -38,6 +40,35 @@ def chain_candidates(instance: Instance, chain: np.ndarray) -> list[Candidate]:
             out += replica_chain_candidates(instance, blocks, reverse)
             out += replica_chain_candidates(instance, [chain[r::d] for r in range(d)], reverse)
     return out
+
+
+def chain_stop(instance: Instance) -> Callable[[], Callable[[int, int], bool]]:
+    """A factory of ``stop`` functions for :func:`~hulk_env.baselines.common.nearest_neighbour_chain`:
+    a chain is walked only as far as :func:`chain_candidates` can use it.
+
+    The stage DP keeps at most ``L`` machines of a chain (one stage per machine), after dropping
+    the machines too small for a layer (:func:`~hulk_env.baselines.stage_dp.split_chain`). A
+    chain is therefore complete for every candidate once each residue class ``position mod D``
+    (the interleaved replicas' chains) holds ``L`` machines that pass the strictest of those
+    filters (``D`` replicas sharing, the median layer): *shared* and *interleaved* candidates
+    are then exactly those of the full chain, and *blocks* cut that prefix into ``D`` blocks.
+    On clusters no larger than ``D x L`` machines (every benchmark suite) nothing changes.
+    """
+    d, n = instance.data_parallel, instance.num_layers
+    strictest = memory_floors(instance, d, instance.num_machines)[1]
+    big = instance.cluster.memory_bytes * (1 + MEMORY_SLACK) >= strictest
+
+    def make() -> Callable[[int, int], bool]:
+        counts = np.zeros(d, dtype=np.int64)
+
+        def stop(position: int, machine: int) -> bool:
+            if big[machine]:
+                counts[position % d] += 1
+            return bool(counts.min() >= n)
+
+        return stop
+
+    return make
 
 
 def replica_chain_candidates(

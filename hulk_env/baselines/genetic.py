@@ -19,6 +19,8 @@ included) is spent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from hulk_env.baselines.base import PlacementResult
@@ -36,17 +38,20 @@ CROSSOVER_RATE = 0.7
 LOCAL_SEARCH_MOVES = 48
 
 
-def genetic(instance: Instance, seed: int = 0, budget: int | None = None) -> PlacementResult:
+def genetic(
+    instance: Instance, seed: int = 0, budget: int | None = None, starts: Sequence[np.ndarray] = ()
+) -> PlacementResult:
     """Hybrid genetic search from the heuristics' placements.
 
     Args:
         instance: the cluster and workload.
         seed: seeds every random choice.
         budget: cost evaluations in all, the heuristics' included (default 20,000).
+        starts: placements to start from besides the heuristics' (e.g. a policy's).
     """
     budget = DEFAULT_BUDGET if budget is None else int(budget)
     rng = np.random.default_rng(seed)
-    starts, used, evaluator = search_start(instance, seed, budget)
+    starts, used, evaluator = search_start(instance, seed, budget, starts)
     if evaluator is None:
         return PlacementResult(NAME, None, used, capacity_reason(instance))
     search = _Search(instance, evaluator, rng)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -41,10 +41,11 @@ def heuristic_seeds(instance: Instance, seed: int, budget: int | None) -> tuple[
 
 
 def search_start(
-    instance: Instance, seed: int, budget: int
+    instance: Instance, seed: int, budget: int, given: Sequence[np.ndarray] = ()
 ) -> tuple[list[np.ndarray], int, Evaluator | None]:
-    """What ``genetic`` and ``anneal`` start from: the heuristics' placements, the evaluations
-    they spent, and an evaluator holding the rest of ``budget`` (``None`` when no heuristic
-    found a feasible placement)."""
+    """What ``genetic`` and ``anneal`` start from: the ``given`` placements (e.g. a policy's,
+    first), then the heuristics' placements, the evaluations the heuristics spent, and an
+    evaluator holding the rest of ``budget`` (``None`` when no start is feasible)."""
     starts, used = heuristic_seeds(instance, seed, budget)
+    starts = [np.asarray(p, dtype=np.int64) for p in given] + starts
     return starts, used, (Evaluator(instance, budget - used) if starts else None)

@@ -47,7 +47,7 @@ from hulk_env.workload import Workload
 
 # Relative slack on memory so that summation order (prefix sums here, bincount in cost.py)
 # never admits a split the cost model rejects; candidates are re-checked by the cost model anyway.
-_MEMORY_SLACK = 1e-9
+MEMORY_SLACK = 1e-9
 _MAX_RETRIES = 4  # re-solves with a shallower pipeline's smaller stash, per chain
 
 
@@ -113,6 +113,14 @@ def _layers(instance: Instance, reverse: bool) -> _Layers:
     return _Layers(*(a[::-1].copy() for a in view)) if reverse else view
 
 
+def memory_floors(instance: Instance, share: int, chain_length: int) -> tuple[float, float]:
+    """The two memory filters of :func:`split_chain`: the smallest and the median layer's need
+    (``share`` replicas, the stash of a pipeline as deep as the chain allows)."""
+    deepest = min(chain_length, instance.num_layers)
+    need = share * _layers(instance, False).need(stash_count(instance, deepest))
+    return float(need.min()), float(np.median(need))
+
+
 def split_chain(
     instance: Instance,
     chain: np.ndarray,
@@ -145,13 +153,11 @@ def split_chain(
         with machines in pipeline order.
     """
     chain = np.asarray(chain, dtype=np.int64)
-    free = np.asarray(free_bytes, dtype=np.float64) * (1 + _MEMORY_SLACK)
+    free = np.asarray(free_bytes, dtype=np.float64) * (1 + MEMORY_SLACK)
     layers = _layers(instance, reverse)
-    deepest = min(len(chain), instance.num_layers)
-    need = share * layers.need(stash_count(instance, deepest))
     out: list[Split] = []
     seen: list[np.ndarray] = []
-    for floor in (need.min(), np.median(need)):
+    for floor in memory_floors(instance, share, len(chain)):
         kept = chain[free[chain] >= floor]
         if any(np.array_equal(kept, other) for other in seen):
             continue
@@ -267,32 +273,43 @@ def _solve(
     k_len, n1, _ = tmax.shape
     n = n1 - 1
     thr = _thresholds(tmax, ok, count)
+    t_len = len(thr)
     cost_max = np.where(ok, tmax, np.inf)
-    # Infeasible spans are inf in both, so the inf threshold cannot admit them.
+    # Infeasible spans are inf in both, so the inf threshold cannot admit them. [K, T, k, i]:
+    # each span's t_sum where its t_max is within each threshold, for all stages at once.
     cost_sum = np.where(np.isfinite(cost_max), tsum, np.inf)
-    total = np.full((len(thr), n1), np.inf)  # best sum of t_sum for the first i layers
+    masked = np.where(cost_max[:, None] <= thr[None, :, None, None], cost_sum[:, None], np.inf)
+    total = np.full((t_len, n1), np.inf)  # best sum of t_sum for the first i layers
     total[:, 0] = 0.0
-    bottleneck = np.zeros((len(thr), n1))  # the max t_max along that best path
-    rows = np.arange(len(thr))[:, None]
+    bottleneck = np.zeros((t_len, n1))  # the max t_max along that best path
+    rows = np.arange(t_len)[:, None]
     cols = np.arange(n1)[None, :]
     args: list[np.ndarray] = []
-    out: dict[int, tuple[np.ndarray, float]] = {}
+    first_s = np.empty((k_len, t_len))  # P and B of the whole model on j + 1 stages
+    bottleneck_s = np.empty((k_len, t_len))
     for j in range(k_len):
-        allowed = cost_max[j][None] <= thr[:, None, None]
-        cand = total[:, :, None] + np.where(allowed, cost_sum[j][None], np.inf)  # [T, k, i]
+        cand = masked[j]
+        cand += total[:, :, None]  # [T, k, i]
         arg = cand.argmin(axis=1)  # [T, i]
         total = cand[rows, arg, cols]
         bottleneck = np.maximum(bottleneck[rows, arg], cost_max[j][arg, cols])
         args.append(arg)
-        reached = np.isfinite(total[:, n])
-        p_end = np.where(reached, total[:, n], 0.0)  # avoid 0 * inf when m = 1
-        b_end = np.where(reached, bottleneck[:, n], 0.0)
-        stash = np.full((len(thr), 1), stash_count(instance, j + 1))
-        pipeline = pipeline_time_s(instance.workload, p_end[:, None], b_end, stash)
-        estimate = np.where(reached, pipeline, np.inf)
-        t = int(np.argmin(estimate))
-        if np.isfinite(estimate[t]):
-            out[j + 1] = (_backtrack(args, t, n), float(estimate[t]))
+        first_s[j], bottleneck_s[j] = total[:, n], bottleneck[:, n]
+    # One pipeline-time call for every stage count and threshold.
+    reached = np.isfinite(first_s).ravel()
+    stash = np.repeat([stash_count(instance, j + 1) for j in range(k_len)], t_len)[:, None]
+    pipeline = pipeline_time_s(
+        instance.workload,
+        np.where(reached, first_s.ravel(), 0.0)[:, None],  # avoid 0 * inf when m = 1
+        np.where(reached, bottleneck_s.ravel(), 0.0),
+        stash,
+    )
+    estimate = np.where(reached, pipeline, np.inf).reshape(k_len, t_len)
+    out: dict[int, tuple[np.ndarray, float]] = {}
+    for j in range(k_len):
+        t = int(np.argmin(estimate[j]))
+        if np.isfinite(estimate[j, t]):
+            out[j + 1] = (_backtrack(args[: j + 1], t, n), float(estimate[j, t]))
     return out
 
 

@@ -7,6 +7,8 @@ A cluster file is one mapping in this format::
     machines:
       - name: sj                 # optional; default <region>-<k>
         region: California       # a city of hulk_env.hardware.geo.CITIES (any case; Hohhot, ...)
+                                 # or a cloud region with GPUs: aws:us-west-2, gcp:europe-west4,
+                                 # azure:eastus, or the bare code (hulk_env.hardware.cloud_regions)
         gpu: A100-80GB           # a GPU of hulk_env.hardware.gpus.GPUS (any case; "a100 80gb")
         num_gpus: 8              # default 1
         count: 2                 # optional: 2 identical machines, named sj-0 and sj-1
@@ -17,14 +19,16 @@ A cluster file is one mapping in this format::
         tflops: 150              # effective TFLOP/s of the whole machine, used as is (no MFU)
         memory_gb: 96            # required with tflops; with gpu it overrides num_gpus x memory
     links:                       # optional; each entry overrides the derived links of its pairs
-      - {a: sj, b: lab, latency_ms: 40, bandwidth_gbps: 0.8}
+      - {a: sj, b: lab, latency_ms: 40, bandwidth_gbps: 0.8}   # or rtt_ms: 80 (round trip)
 
-Links are derived from the regions by default (:func:`hulk_env.hardware.geo.link_matrices`: LAN
-inside a region, the distance model across) and flagged ``imputed`` (estimated, not measured).
-A ``links`` entry names as ``a`` and ``b`` a machine, a counted entry (all its copies) or a
-region (all its machines); ``latency_ms`` is one-way; ``bandwidth_gbps`` is optional (default:
-the LAN value inside a region, else the WAN fit of the RTT ``2 x latency_ms``). Explicit pairs
-are not ``imputed``. JSON files hold the same object.
+A region label is printed as written (``Oregon`` stays ``Oregon``; its coordinates are
+Boardman's). Links are derived from the regions by default
+(:func:`hulk_env.hardware.geo.link_matrices`: LAN inside a region, the distance model across)
+and flagged ``imputed`` (estimated, not measured). A ``links`` entry names as ``a`` and ``b`` a
+machine, a counted entry (all its copies) or a region label (all its machines), and gives
+``latency_ms`` (one-way) or ``rtt_ms`` (the round trip, e.g. a ping), not both;
+``bandwidth_gbps`` is optional (default: the LAN value inside a region, else the WAN fit of the
+RTT). Explicit pairs are not ``imputed``. JSON files hold the same object.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import numpy as np
 
 from hulk_env.cluster.model import Cluster, Machine, machine_prefix
 from hulk_env.errors import HulkInputError
-from hulk_env.hardware import geo
+from hulk_env.hardware import cloud_regions, geo
 from hulk_env.hardware.gpus import DEFAULT_MFU, gpu_by_name
 from hulk_env.inputs import (
     check_keys,
@@ -55,7 +59,7 @@ from hulk_env.validation.reading import (
 CLUSTER_FILE_SUFFIXES = MAPPING_SUFFIXES
 _TOP_KEYS = ("name", "description", "mfu", "machines", "links")
 _MACHINE_KEYS = ("name", "region", "lat", "lon", "gpu", "num_gpus", "count", "tflops", "memory_gb")
-_LINK_KEYS = ("a", "b", "latency_ms", "bandwidth_gbps")
+_LINK_KEYS = ("a", "b", "latency_ms", "rtt_ms", "bandwidth_gbps")
 _LINE = "__line__"  # key under which the reader stores a mapping's 1-based line
 
 
@@ -80,7 +84,7 @@ def _machines_from_entry(
     region_raw = entry.get("region")
     if not isinstance(region_raw, str) or not region_raw.strip():
         raise HulkInputError(
-            "missing region: give a city name (or any label plus lat and lon)",
+            "missing region: give a city or cloud region (or any label plus lat and lon)",
             source=src,
             row=row,
             field="region",
@@ -88,7 +92,6 @@ def _machines_from_entry(
     has_lat, has_lon = "lat" in entry, "lon" in entry
     if has_lat != has_lon:
         raise HulkInputError("give both lat and lon, or neither", source=src, row=row, field="lat")
-    city = geo.find_city(region_raw)
     if has_lat:
         lat = parse_number(entry["lat"], src, row, "lat", minimum=-90)
         lon = parse_number(entry["lon"], src, row, "lon", minimum=-180)
@@ -96,14 +99,13 @@ def _machines_from_entry(
             raise HulkInputError(
                 "lat must be in [-90, 90] and lon in [-180, 180]", source=src, row=row, field="lat"
             )
-    elif city is None:
+    else:
         try:
-            geo.get_city(region_raw)
+            site = cloud_regions.get_site(region_raw)
         except HulkInputError as err:
             raise relocate(err, src, row, "region") from None
-    else:
-        lat, lon = city.lat, city.lon
-    region = city.name if city is not None else region_raw.strip()
+        lat, lon = site.lat, site.lon
+    region = region_raw.strip()  # the user's label, never renamed
 
     num_gpus = int(parse_number(entry.get("num_gpus", 1), src, row, "num_gpus", integer=True, minimum=1))
     if "gpu" in entry:
@@ -162,11 +164,13 @@ def _link_members(
         return [by_name[text]]
     if text in groups:
         return groups[text]
-    city = geo.find_city(text) if text else None
-    region = city.name if city is not None else text
-    members = by_region.get(region, [])
+    members = by_region.get(text.lower(), [])
+    site = cloud_regions.find_site(text) if text and not members else None
+    if site is not None:  # another spelling of a place the machines' labels name (Neimeng, Hohhot)
+        places = {label: cloud_regions.find_site(label) for label in by_region}
+        members = [i for label, s in places.items() if s and s.place == site.place for i in by_region[label]]
     if not members:
-        known = [mc.name for mc in machines][:8] + list(by_region)[:8]
+        known = [mc.name for mc in machines][:8] + list(dict.fromkeys(mc.region for mc in machines))[:8]
         raise HulkInputError(
             f"unknown machine or region {safe_repr(value)}; known: {', '.join(known)}",
             source=src,
@@ -180,7 +184,7 @@ def _link_index(machines: Sequence[Machine]) -> tuple[dict[str, int], dict[str, 
     by_name = {mc.name: i for i, mc in enumerate(machines)}
     by_region: dict[str, list[int]] = {}
     for i, mc in enumerate(machines):
-        by_region.setdefault(mc.region, []).append(i)
+        by_region.setdefault(mc.region.lower(), []).append(i)
     return by_name, by_region
 
 
@@ -192,25 +196,41 @@ def _apply_links(
     latency_s: np.ndarray,
     bandwidth_bps: np.ndarray,
     imputed: np.ndarray,
-) -> None:
-    """Overwrite the derived link matrices (in place) with the file's explicit ``links``."""
+) -> dict[tuple[int, int], str]:
+    """Overwrite the derived link matrices (in place) with the file's explicit ``links``.
+
+    Returns:
+        a note per pair written (:attr:`Cluster.link_notes`): the value and the entry's line.
+    """
     if not isinstance(links, list):
         raise HulkInputError(
-            "links must be a list of {a, b, latency_ms[, bandwidth_gbps]}",
+            "links must be a list of {a, b, latency_ms or rtt_ms[, bandwidth_gbps]}",
             source=src,
             field="links",
         )
+    notes: dict[tuple[int, int], str] = {}
     index = _link_index(machines)
     regions = np.array([mc.region for mc in machines])
     written = 0  # machine pairs the links have written so far
     for pos, link in enumerate(links, start=1):
-        row = _entry_row(link, "link", pos, "{a, b, latency_ms}", _LINK_KEYS, src)
-        for key in ("a", "b", "latency_ms"):
+        row = _entry_row(link, "link", pos, "{a, b, latency_ms or rtt_ms}", _LINK_KEYS, src)
+        for key in ("a", "b"):
             if key not in link:
                 raise HulkInputError(f"missing {key}", source=src, row=row, field=key)
+        given = [key for key in ("latency_ms", "rtt_ms") if link.get(key) is not None]
+        if len(given) != 1:
+            raise HulkInputError(
+                "give latency_ms (one-way) or rtt_ms (round trip), not both"
+                if given
+                else "missing latency_ms (one-way) or rtt_ms (round trip)",
+                source=src,
+                row=row,
+                field="rtt_ms" if given else "latency_ms",
+            )
         ends_a = _link_members(link["a"], machines, groups, src, row, "a", index)
         ends_b = _link_members(link["b"], machines, groups, src, row, "b", index)
-        latency_ms = parse_number(link["latency_ms"], src, row, "latency_ms", minimum=0)
+        value = parse_number(link[given[0]], src, row, given[0], minimum=0)
+        latency_ms = value / 2 if given[0] == "rtt_ms" else value
         bw_gbps = None
         if link.get("bandwidth_gbps") is not None:
             bw_gbps = parse_number(link["bandwidth_gbps"], src, row, "bandwidth_gbps", positive=True)
@@ -238,6 +258,10 @@ def _apply_links(
         latency_s[ia, ib] = latency_s[ib, ia] = ms_to_s(latency_ms)
         bandwidth_bps[ia, ib] = bandwidth_bps[ib, ia] = gbps_to_bytes_per_s(gbps)
         imputed[ia, ib] = imputed[ib, ia] = False
+        where = f"line {row}" if isinstance(row, int) else str(row)
+        note = f"{given[0]} {value:g} in the links entry at {where}"
+        notes.update({(min(i, j), max(i, j)): note for i, j in zip(ia.tolist(), ib.tolist(), strict=True)})
+    return notes
 
 
 def _check_schema(data: dict, src: str) -> None:
@@ -286,11 +310,12 @@ def load_cluster_file(path: str | Path) -> Cluster:
         [mc.lat for mc in machines], [mc.lon for mc in machines], regions
     )
     imputed = ~np.eye(len(machines), dtype=bool)
+    notes: dict[tuple[int, int], str] = {}
     if data.get("links") is not None:
-        _apply_links(data["links"], machines, groups, src, latency_s, bandwidth_bps, imputed)
+        notes = _apply_links(data["links"], machines, groups, src, latency_s, bandwidth_bps, imputed)
     name = str(data.get("name") or file.stem)
     try:
-        return Cluster(tuple(machines), latency_s, bandwidth_bps, imputed, name=name)
+        return Cluster(tuple(machines), latency_s, bandwidth_bps, imputed, name=name, link_notes=notes)
     except HulkInputError as err:
         raise relocate(err, src) from None
 

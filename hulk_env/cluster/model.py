@@ -10,9 +10,10 @@ diagonal bandwidth ``inf`` (a layer never waits for a link inside its own machin
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from hulk_env.hardware.gpus import DEFAULT_MFU, gpu_by_name
 from hulk_env.units import GB, TFLOPS, bytes_per_s_to_gbps, s_to_ms
 from hulk_env.validation.reading import check_unique_names
 from hulk_env.validation.sizes import check_machine_count
+
+# How every output states latency: the model and the files' ``latency_ms`` are one-way.
+LATENCY_CONVENTION = "latency is one-way (half the round-trip time, RTT / 2)"
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,10 @@ class Cluster:
         bandwidth_bps: ``[M, M]`` link bandwidth in bytes per second; ``inf`` on the diagonal.
         imputed: ``[M, M]`` bool, True where the pair was not measured but estimated.
         name: a label for summaries.
+        link_notes: what the loader knows about a pair's numbers, by unordered pair ``(i, j)``
+            with ``i < j`` (``"rtt_ms 24 in links entry at line 9"``, ``"median of 3 measured
+            Beijing-Tokyo pairs"``); :func:`hulk_env.cluster.links.link_rows` describes the
+            others from the regions and coordinates.
     """
 
     machines: tuple[Machine, ...]
@@ -82,6 +90,7 @@ class Cluster:
     bandwidth_bps: np.ndarray
     imputed: np.ndarray = field(default=None)  # type: ignore[assignment]
     name: str = "cluster"
+    link_notes: Mapping[tuple[int, int], str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         machines = tuple(self.machines)
@@ -138,6 +147,8 @@ class Cluster:
         object.__setattr__(self, "latency_s", lat)
         object.__setattr__(self, "bandwidth_bps", bw)
         object.__setattr__(self, "imputed", imp)
+        notes = {(min(i, j), max(i, j)): str(note) for (i, j), note in dict(self.link_notes).items()}
+        object.__setattr__(self, "link_notes", MappingProxyType(notes))
 
     # -- derived arrays (read-only, computed once) --------------------------------------------
     @property
@@ -178,12 +189,16 @@ class Cluster:
     def subset(self, indices: list[int] | np.ndarray, name: str | None = None) -> Cluster:
         """The cluster restricted to ``indices`` (in that order)."""
         idx = np.asarray(indices, dtype=np.int64)
+        new = {int(old): k for k, old in enumerate(idx)}
         return Cluster(
             machines=tuple(self.machines[i] for i in idx),
             latency_s=self.latency_s[np.ix_(idx, idx)],
             bandwidth_bps=self.bandwidth_bps[np.ix_(idx, idx)],
             imputed=self.imputed[np.ix_(idx, idx)],
             name=name or self.name,
+            link_notes={
+                (new[i], new[j]): note for (i, j), note in self.link_notes.items() if i in new and j in new
+            },
         )
 
     def to_networkx(self):
@@ -242,6 +257,7 @@ class Cluster:
             "total_flops": float(self.flops.sum()),
             "total_memory_bytes": float(self.memory_bytes.sum()),
             "imputed_pairs": self.num_imputed_pairs,
+            "latency_convention": LATENCY_CONVENTION,
             "latency_ms": {
                 "min": float(lat_ms.min()),
                 "median": float(np.median(lat_ms)),

@@ -246,9 +246,14 @@ def _resolve_measurements(
 
 
 def _impute_missing(
-    rtt_ms: np.ndarray, measured: np.ndarray, city: Sequence[str], model_ms: np.ndarray
+    rtt_ms: np.ndarray,
+    measured: np.ndarray,
+    city: Sequence[str],
+    model_ms: np.ndarray,
+    notes: dict[tuple[int, int], str],
 ) -> tuple[int, int]:
-    """Rule 5 of :func:`load_hulk_dir`, in place: fill unmeasured pairs of ``rtt_ms``.
+    """Rule 5 of :func:`load_hulk_dir`, in place: fill unmeasured pairs of ``rtt_ms``, and say
+    in ``notes`` which city median each pair took (the distance model's pairs need no note).
 
     Returns:
         ``(from_city_pairs, from_geography)``: how many pairs got the median of the same two
@@ -262,6 +267,7 @@ def _impute_missing(
         values = by_cities.get(_pair_key(city[i], city[j]))
         if values:
             rtt_ms[i, j] = rtt_ms[j, i] = float(np.median(values))
+            notes[int(i), int(j)] = f"median of {len(values)} measured {city[i]}-{city[j]} pair(s) in {HULK_EDGE_FILE}"
             from_cities += 1
         else:
             rtt_ms[i, j] = rtt_ms[j, i] = model_ms[i, j]
@@ -321,14 +327,18 @@ def load_hulk_dir(
     rtt_ms, duplicates, impossible, notes = _resolve_measurements(pairs, machines, min_rtt_fraction)
     measured = np.isfinite(rtt_ms)
     np.fill_diagonal(rtt_ms, 0.0)
+    link_notes = {
+        (i, j): f"rtt_ms {rtt_ms[i, j]:g} in {HULK_EDGE_FILE}" + (f" (least of {len(v)})" if len(v) > 1 else "")
+        for (i, j), v in pairs.items() if measured[i, j]
+    }  # fmt: skip
     from_cities, from_geo = _impute_missing(
-        rtt_ms, measured, city, geo.modelled_rtt_ms(lats, lons, city)
+        rtt_ms, measured, city, geo.modelled_rtt_ms(lats, lons, city), link_notes
     )
 
     latency_s, bandwidth_bps = geo.links_from_rtt_ms(rtt_ms, same)
     imputed = ~measured
     np.fill_diagonal(imputed, False)
-    cluster = Cluster(tuple(machines), latency_s, bandwidth_bps, imputed, name=root.name)
+    cluster = Cluster(tuple(machines), latency_s, bandwidth_bps, imputed, name=root.name, link_notes=link_notes)
     report = CleaningReport(
         source=str(root),
         machines=len(machines),

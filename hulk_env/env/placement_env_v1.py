@@ -77,10 +77,10 @@ class PlacementEnvV1(PlacementEnv):
     | ``neighbour_mask`` | (M, K) | 1 for real neighbour entries |
     | ``layer_mask``, ``layer_features`` (N, 10), ``layer_machine`` (N,), ``edges`` (E, 2), ``edge_mask`` (E,), ``cursor`` (1,), ``globals`` (5,), ``action_mask`` (M,) | | as in v0 |
 
-    Size: ``M (15 + 3 K + 2) + 12 N + 3 E + 6`` floats
-    (:func:`hulk_env.env.observation_v1.observation_floats`): 65 floats per machine at
-    ``K = 16`` (v0: ``2 M + 11`` per machine, 4,107 at 2,048 machines). 2,048 machines x
-    GPT-3 1.3B (26 slots): 133,498 floats (534 KB).
+    Size: ``M (15 + 4 K + 2) + 12 N + 3 E + 6`` floats
+    (:func:`hulk_env.env.observation_v1.observation_floats`): 81 floats per machine at
+    ``K = 16``, whatever ``M`` (v0: ``2 M + 11``). 2,048 machines x GPT-3 1.3B (26 slots):
+    166,281 floats (665 KB; v0 would need 8.4 million).
 
     ## Limits
 

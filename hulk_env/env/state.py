@@ -7,6 +7,7 @@ place with O(M) work per step.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,14 +95,20 @@ def new_state(static: StaticParts, max_machines: int) -> EpisodeState:
 
 
 def as_index(action: Any, n: int) -> int:
-    """The action as a machine index, or -1 when it is not an integer in ``[0, n)``."""
-    try:
-        a = int(action)
-    except (TypeError, ValueError):
-        try:
-            a = int(np.asarray(action).reshape(-1)[0])
-        except (TypeError, ValueError, IndexError):
+    """The action as a machine index, or -1 (an invalid action) unless it is an integer-valued
+    number in ``[0, n)``: a Python or numpy integer, or a finite float with no fraction, alone or
+    in a one-element array. Fractions (1.9, -0.5), NaN, infinities, strings ("1"), booleans and
+    longer arrays are invalid actions, never rounded."""
+    value = action
+    if isinstance(value, np.ndarray):
+        if value.size != 1:
             return -1
+        value = value.reshape(-1)[0]
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        return -1
+    if isinstance(value, float | np.floating) and not (math.isfinite(value) and float(value).is_integer()):
+        return -1
+    a = int(value)
     return a if 0 <= a < n else -1
 
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ RAY_MODES = ("local", "auto")
 MANIFEST = "evaluate.json"
 MANIFEST_FORMAT = 1
 MAX_RETRIES = 3  # Ray re-runs a task whose worker died this many times
+CONNECT_TIMEOUT_S = 5.0
 _COMPARED = tuple(c for c in RESULT_COLUMNS if c != "wall_s")  # what "the same rows" means
 
 
@@ -354,26 +356,27 @@ def evaluate_tasks(
     budgets = {n: (budgets or {}).get(n) for n in names}
     if workers is not None and workers < 1:
         raise HulkInputError(f"--workers must be at least 1, got {workers}")
-    journal = _open_journal(Path(out_dir), instances, names, seed, budgets, resume)
-    todo = [t for t in plan_tasks(instances, names, seed) if (t.instance_id, t.method) not in journal.results]
-    skipped = len(instances) * len(names) - len(todo)
-    by_id = {inst.instance_id: inst for inst in instances}
-    with Progress(progress, len(todo)) as advance:
+    # Connect first: a cluster that is not there must not cost the saved rows.
+    with ray_session(ray, workers) if ray is not None else nullcontext(1) as cpus:
+        journal = _open_journal(Path(out_dir), instances, names, seed, budgets, resume)
+        todo = [t for t in plan_tasks(instances, names, seed) if (t.instance_id, t.method) not in journal.results]
+        with Progress(progress, len(todo)) as advance:
 
-        def done(result: TaskResult) -> None:
-            journal.add(result)
-            advance(f"{result.task.instance_id} {result.task.method}")
+            def done(result: TaskResult) -> None:
+                journal.add(result)
+                advance(f"{result.task.instance_id} {result.task.method}")
 
-        if ray is None:
-            used = 1
-            for task in todo:
-                done(run_task(task, table[task.method], by_id[task.instance_id], budgets[task.method]))
-        else:
-            used = _run_on_ray(todo, table, by_id, budgets, ray, workers, done)
+            if ray is None:
+                used = 1
+                by_id = {inst.instance_id: inst for inst in instances}
+                for task in todo:
+                    done(run_task(task, table[task.method], by_id[task.instance_id], budgets[task.method]))
+            else:
+                used = _run_on_ray(todo, table, instances, budgets, cpus, workers, done)
     rows = final_rows(instances, names, journal.results, seed)
     paths = write_results(rows, journal.out, title=title)
     paths["manifest"] = journal.manifest_path
-    return EvaluationRun(rows, len(todo), skipped, paths, used)
+    return EvaluationRun(rows, len(todo), len(instances) * len(names) - len(todo), paths, used)
 
 
 def final_rows(
@@ -397,40 +400,38 @@ def final_rows(
 def _run_on_ray(
     todo: Sequence[Task],
     table: Mapping[str, MethodFn],
-    by_id: Mapping[str, Instance],
+    instances: Sequence[Instance],
     budgets: Mapping[str, int | None],
-    address: str,
+    cpus: int,
     workers: int | None,
     done: Callable[[TaskResult], None],
 ) -> int:
-    """Run the tasks as Ray tasks, at most ``workers`` at a time; ``done`` as each finishes.
-
-    Returns the number of tasks run at a time.
-    """
+    """Run the tasks as Ray tasks on a cluster of ``cpus`` CPUs, at most ``workers`` at a
+    time; ``done`` as each finishes. Returns the number of tasks run at a time."""
     ray = import_ray()
-    with ray_session(address, workers) as cpus:
-        limit = min(workers or cpus, cpus) if cpus > 0 else 1
-        # With no more CPUs than workers Ray itself runs at most `limit` tasks at a time:
-        # submit every task, so a free CPU takes the next one without waiting for this loop.
-        # On a larger cluster keep `limit` tasks in flight.
-        in_flight = len(todo) if (workers is None or cpus <= workers) else limit
-        remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(run_task)
-        # One copy of each instance and method in the object store, not one per task.
-        inst_refs = {i: ray.put(by_id[i]) for i in dict.fromkeys(t.instance_id for t in todo)}
-        fn_refs = {m: ray.put(table[m]) for m in dict.fromkeys(t.method for t in todo)}
-        queue = list(reversed(todo))
-        pending: list = []
-        try:
-            while queue or pending:
-                while queue and len(pending) < in_flight:
-                    t = queue.pop()
-                    pending.append(remote.remote(t, fn_refs[t.method], inst_refs[t.instance_id], budgets[t.method]))
-                ready, pending = ray.wait(pending, num_returns=1)
-                done(ray.get(ready[0]))
-        except BaseException:  # Ctrl-C or a failed task: stop the others; saved rows stay
-            for ref in pending:
-                ray.cancel(ref, force=True)
-            raise
+    limit = max(1, min(workers or cpus, cpus))
+    # With no more CPUs than workers Ray itself runs at most `limit` tasks at a time: submit
+    # every task, so that a free CPU takes the next one without waiting for this loop. On a
+    # larger cluster keep `limit` tasks in flight.
+    in_flight = len(todo) if (workers is None or cpus <= workers) else limit
+    remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(run_task)
+    # One copy of each instance and method in the object store, not one per task.
+    needed = {t.instance_id for t in todo}
+    inst_refs = {i.instance_id: ray.put(i) for i in instances if i.instance_id in needed}
+    fn_refs = {m: ray.put(table[m]) for m in dict.fromkeys(t.method for t in todo)}
+    queue = list(reversed(todo))
+    pending: list = []
+    try:
+        while queue or pending:
+            while queue and len(pending) < in_flight:
+                t = queue.pop()
+                pending.append(remote.remote(t, fn_refs[t.method], inst_refs[t.instance_id], budgets[t.method]))
+            ready, pending = ray.wait(pending, num_returns=1)
+            done(ray.get(ready[0]))
+    except BaseException:  # Ctrl-C or a failed task: stop the others; the saved rows stay
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise
     return limit
 
 
@@ -456,10 +457,11 @@ def ray_session(address: str, workers: int | None = None) -> Iterator[int]:
     if not ray.is_initialized():
         if not address:
             raise HulkInputError("--ray needs 'local', 'auto' or a cluster address such as 10.0.0.5:6379")
-        kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "warning", "log_to_driver": False}
+        kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "error", "log_to_driver": False}
         if address == "local":
             kwargs["num_cpus"] = workers or os.cpu_count() or 1
         else:
+            check_reachable(address)
             kwargs["address"] = address
         try:
             ray.init(**kwargs)
@@ -475,6 +477,26 @@ def ray_session(address: str, workers: int | None = None) -> Iterator[int]:
     finally:
         if started:
             ray.shutdown()
+
+
+def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """A ``host:port`` (or ``ray://host:port``) address must accept a connection: Ray itself
+    waits minutes for a cluster that is not there."""
+    if address in RAY_MODES:
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise HulkInputError(
+            f"--ray {address!r}: give local, auto or a cluster address host:port (e.g. 10.0.0.5:6379 "
+            "or ray://10.0.0.5:10001)"
+        )
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise HulkInputError(
+            f"cannot reach the Ray cluster at {address}: {exc.strerror or exc} (start one with "
+            "`ray start --head`, or use --ray local)"
+        ) from None
 
 
 # ---- the benchmark ------------------------------------------------------------------------------

@@ -101,16 +101,18 @@ def run_one(fn: MethodFn, inst: Instance, seed: int, budget: int | None) -> tupl
     :mod:`hulk_env.evaluation.distributed`): ``(iteration_time_s or nan, cost_evals, wall_s, reason)``."""
     start = time.perf_counter()
     try:
-        result = fn(inst, seed, budget)
+        with cost.count_evals() as counter:  # every cost-model call the method makes, its own count or not
+            result = fn(inst, seed, budget)
     except HulkInputError as err:  # e.g. a policy whose padding is too small for the instance
         return math.nan, 0, time.perf_counter() - start, err.one_line()
     wall = time.perf_counter() - start
+    evals = max(result.cost_evals, counter.evals)
     if result.placement is None:
-        return math.nan, result.cost_evals, wall, result.reason or "no placement"
+        return math.nan, evals, wall, result.reason or "no placement"
     breakdown = cost.evaluate(inst.cluster, inst.workload, result.placement)
     if not breakdown.memory_feasible:
-        return math.nan, result.cost_evals, wall, "the returned placement does not fit in memory"
-    return float(breakdown.iteration_time_s), result.cost_evals, wall, ""
+        return math.nan, evals, wall, "the returned placement does not fit in memory"
+    return float(breakdown.iteration_time_s), evals, wall, ""
 
 
 def rows_for_instance(instance_id: str, raw: dict, reference: float) -> list[ResultRow]:

@@ -167,8 +167,11 @@ def compute_reference(
     return out
 
 
-def load_reference(suite: str, path: Path | None = None) -> dict[str, InstanceReference]:
-    """The cached reference of ``suite`` by instance id, checked against the suite and the cost model.
+def load_reference(
+    suite: str, path: Path | None = None, instances: Sequence[Instance] | None = None
+) -> dict[str, InstanceReference]:
+    """The cached reference of ``suite`` by instance id, checked against the suite (or the given
+    ``instances`` of it) and the cost model.
 
     Raises:
         HulkInputError: no cache, a cache of other instances, or placements whose iteration
@@ -180,7 +183,7 @@ def load_reference(suite: str, path: Path | None = None) -> dict[str, InstanceRe
         raise HulkInputError(f"no search reference for suite '{suite}' at {path}; {fix}", field="suite")
     payload = json.loads(path.read_text(encoding="utf-8"))
     refs = _parse(payload, path)
-    for inst in load_suite(suite):
+    for inst in load_suite(suite) if instances is None else instances:
         ref = refs.get(inst.instance_id)
         if ref is None or ref.fingerprint != instance_fingerprint(inst):
             raise HulkInputError(f"the search reference at {path} does not match instance {inst.instance_id} of '{suite}'; {fix}")

@@ -12,7 +12,7 @@ from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import capacity_reason, instance_edges
 from hulk_env.generators.base import is_feasible
 from hulk_env.instance import Instance
-from hulk_env.workload import Workload, load_workload
+from hulk_env.workload import Workload, apply_overrides, load_workload
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,15 +92,7 @@ def fixed_instance(
         recompute=recompute,
     )
     if isinstance(model, Workload):
-        if any(x is not None for x in (micro_batch_size, layers_per_block, seq_len, recompute)):
-            raise HulkInputError(
-                "micro_batch_size, layers_per_block, seq_len and recompute rebuild the model: "
-                "give its name or file",
-                field="model",
-            )
-        w = model.with_training(
-            data_parallel=data_parallel, num_micro_batches=num_micro_batches, schedule=schedule
-        )
+        w = apply_overrides(model, **overrides)  # a transformer is rebuilt, explicit layers relabelled
     else:
         w = load_workload(model, **overrides)
     return Instance(c, w, f"{c.name}x{w.name}")

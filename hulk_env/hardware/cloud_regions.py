@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from hulk_env.errors import HulkInputError
 from hulk_env.hardware import geo
@@ -235,3 +236,72 @@ def get_region(name: str) -> CloudRegion:
         "(or give a city, or lat and lon)",
         field="region",
     )
+
+
+# ---- sites: what a cluster file's ``region`` names -----------------------------------------------
+
+
+class Site(NamedTuple):
+    """Where a ``region`` label puts its machines.
+
+    Attributes:
+        label: the label as the user wrote it (trimmed): printed everywhere, never renamed.
+        lat: latitude in degrees.
+        lon: longitude in degrees.
+        place: what it was resolved to (``"aws:us-west-2, Boardman"``, ``"Boardman"``).
+    """
+
+    label: str
+    lat: float
+    lon: float
+    place: str
+
+
+def find_site(name: str) -> Site | None:
+    """A cloud region (``provider:code`` or a bare code) or a city of the table, else None."""
+    label = str(name).strip()
+    region = find_region(label)
+    if region is not None:
+        return Site(label, region.lat, region.lon, f"{region.qualified}, {region.metro}")
+    city = geo.find_city(label)
+    return None if city is None else Site(label, city.lat, city.lon, city.name)
+
+
+def regions_near(name: str) -> list[CloudRegion]:
+    """Cloud regions whose country (or a close spelling of one), metro or display name is
+    ``name`` (``"Ireland"``, ``"Oregon"``)."""
+    key = str(name).strip().lower()
+    if len(key) < 3:
+        return []
+    countries = sorted({r.country.lower() for r in REGIONS.values()})
+    key = next(iter(difflib.get_close_matches(key, countries, n=1, cutoff=0.8)), key)  # "Irland"
+    words = lambda text: {w.strip("()., ") for w in text.lower().split()}  # noqa: E731
+    return [
+        r for r in REGIONS.values()
+        if key in (r.country.lower(), r.metro.lower()) or key in words(r.label)
+    ]  # fmt: skip
+
+
+def get_site(name: str) -> Site:
+    """The site called ``name``.
+
+    Raises:
+        HulkInputError: an unknown cloud region (close codes suggested), or a name that is
+            neither a city nor a region (cloud regions in that country or place suggested,
+            else close city names).
+    """
+    site = find_site(name)
+    if site is not None:
+        return site
+    if ":" in str(name) or str(name).strip().lower() in _BY_CODE:
+        get_region(name)  # raises: an unknown provider, or the provider's close codes
+    near = regions_near(name)
+    if near:
+        shown = ", ".join(f"{r.qualified} ({r.metro})" for r in near[:6])
+        raise HulkInputError(
+            f"unknown city or region {str(name).strip()!r}; cloud regions there: {shown} "
+            "(or a city, or lat and lon)",
+            field="region",
+        )
+    geo.get_city(name)  # raises with close city names
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -112,21 +112,27 @@ def _head_dim(arch: dict[str, Any], head_dim: int | None) -> dict[str, Any]:
     return arch
 
 
-def _llama_like(r: _Reader) -> _Family:
-    heads = r.integer("num_attention_heads")
-    arch = dict(
+def _standard(r: _Reader) -> dict[str, Any]:
+    """The sizes under the Hugging Face standard names (Llama, Mistral, Qwen2, GPT-NeoX)."""
+    return dict(
         num_layers=r.integer("num_hidden_layers"),
         hidden=r.integer("hidden_size"),
-        heads=heads,
+        heads=r.integer("num_attention_heads"),
         vocab=r.integer("vocab_size"),
         ffn=r.integer("intermediate_size"),
+    )
+
+
+def _llama_like(r: _Reader) -> _Family:
+    arch = dict(
+        **_standard(r),
         gated_ffn=True,
         tied_embeddings=r.flag("tie_word_embeddings", default=False),
         biases=r.flag("attention_bias", default=False) if r.model_type == "llama" else False,
         norm="rmsnorm",
     )
     _head_dim(arch, r.optional_integer("head_dim"))
-    _kv(arch, r.integer("num_key_value_heads", default=heads))
+    _kv(arch, r.integer("num_key_value_heads", default=arch["heads"]))
     return arch, r.integer("max_position_embeddings", default=2048), False
 
 
@@ -153,11 +159,7 @@ def _falcon(r: _Reader) -> _Family:
 
 def _gpt_neox(r: _Reader) -> _Family:
     arch = dict(
-        num_layers=r.integer("num_hidden_layers"),
-        hidden=r.integer("hidden_size"),
-        heads=r.integer("num_attention_heads"),
-        vocab=r.integer("vocab_size"),
-        ffn=r.integer("intermediate_size"),
+        **_standard(r),
         tied_embeddings=r.flag("tie_word_embeddings", default=False),
         biases=r.flag("attention_bias", default=True),
         norm="layernorm",

@@ -267,9 +267,15 @@ class _Layer:
 
 
 def _tensor_bytes(value) -> float:
+    """Bytes of the tensors in a node's output (a tensor, or tuples, lists, dicts of them)."""
     torch = require_torch()
-    leaves = torch.utils._pytree.tree_leaves(value)
-    return float(sum(t.numel() * t.element_size() for t in leaves if isinstance(t, torch.Tensor)))
+    if isinstance(value, torch.Tensor):
+        return float(value.numel() * value.element_size())
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list | tuple):
+        return float(sum(_tensor_bytes(v) for v in value))
+    return 0.0
 
 
 def _assign_groups(gm, blocks: Sequence[str]) -> tuple[dict[Any, str], list[str]]:

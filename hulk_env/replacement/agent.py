@@ -9,10 +9,22 @@ clusters and models of any size. The shipped weights (:mod:`.policy_weights`) we
 the cross-entropy method on the episodes' return over random failure scenarios on generated
 clusters (:mod:`.train_agent`), never on the benchmark's scenarios.
 
-The ``agent`` method (:func:`agent_method`) runs, in lockstep, one greedy rollout in each scope
-(``"all"``: every slot decided again; ``"displaced"``: only the displaced ones) and
-``samples`` sampled rollouts in scope ``"all"``, evaluates the completed placements in one
-batch (each a counted cost evaluation) and answers the one with the lowest horizon total.
+The ``agent`` method (:func:`agent_method`) drives the policy in re-placement episodes, then
+lets the stage DP cut the layers over the machines it chose:
+
+1. rollouts, in lockstep: one greedy in each scope (``"all"``: every slot decided again;
+   ``"displaced"``: only the displaced ones) and ``samples`` sampled in scope ``"all"``;
+2. the completed placements are judged in one batch by the horizon total;
+3. for the ``polish`` best of them, the machines each one uses, in pipeline order (replica 0's,
+   then the other replicas' new ones), form a chain that the stage DP splits optimally, as
+   ``latency-chain-dp`` does for its nearest-latency chains
+   (:func:`hulk_env.baselines.chains.chain_candidates`: every prefix, both directions, replicas
+   shared, in blocks or interleaved). The policy decides which machines and in what order
+   (which state to keep, which region to move to); the DP decides where the stages are cut,
+   which a one-layer-at-a-time policy does poorly;
+4. the answer is the candidate with the lowest horizon total.
+
+Every placement judged is a counted cost evaluation.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hulk_env.baselines.chains import chain_candidates
 from hulk_env.replacement.episode import (
     FEATURES,
     EpisodeSpec,
@@ -34,7 +47,8 @@ from hulk_env.replacement.episode import (
 from hulk_env.replacement.methods import Answer, ReplaceMethod
 from hulk_env.replacement.problem import ReplacementProblem
 
-DEFAULT_SAMPLES = 32
+DEFAULT_SAMPLES = 256
+DEFAULT_POLISH = 8
 
 
 @dataclass(frozen=True)
@@ -114,7 +128,9 @@ def rollouts(
     return ep.placement, ep.dead
 
 
-def agent_method(policy: LinearPolicy | None = None, samples: int = DEFAULT_SAMPLES) -> ReplaceMethod:
+def agent_method(
+    policy: LinearPolicy | None = None, samples: int = DEFAULT_SAMPLES, polish: int = DEFAULT_POLISH
+) -> ReplaceMethod:
     """The ``agent`` re-placement method (module docstring) with ``policy`` (default: shipped)."""
     chosen = policy or LinearPolicy.shipped()
 
@@ -132,9 +148,28 @@ def agent_method(policy: LinearPolicy | None = None, samples: int = DEFAULT_SAMP
             return Answer(None, 0, "every rollout of the agent reached a slot no machine could take")
         batch = np.unique(batch, axis=0)
         totals = problem.totals(batch).total_s
+        split = dp_splits(problem, batch[np.argsort(totals)[:polish]])
+        if len(split):
+            batch = np.concatenate([batch, split])
+            totals = np.concatenate([totals, problem.totals(split).total_s])
         best = int(np.argmin(totals))
         if not np.isfinite(totals[best]):
-            return Answer(None, len(batch), "no rollout of the agent fits in memory")
+            return Answer(None, len(batch), "no placement of the agent fits in memory")
         return Answer(batch[best], len(batch))
 
     return agent
+
+
+def pipeline_chain(placement: np.ndarray) -> np.ndarray:
+    """The machines of a ``[D, L]`` placement in pipeline order: replica 0's, then the others' new ones."""
+    return np.array(list(dict.fromkeys(placement.ravel().tolist())), dtype=np.int64)
+
+
+def dp_splits(problem: ReplacementProblem, placements: np.ndarray) -> np.ndarray:
+    """``[N, D, L]`` the stage DP's splits over each placement's chain (module docstring, step 3)."""
+    out = []
+    for chain in dict.fromkeys(tuple(pipeline_chain(p).tolist()) for p in placements):
+        out += [placement for _, placement in chain_candidates(problem.instance, np.array(chain))]
+    if not out:
+        return np.empty((0, *problem.old.shape), dtype=np.int64)
+    return np.unique(np.stack(out).astype(np.int64), axis=0)

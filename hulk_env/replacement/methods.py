@@ -199,19 +199,8 @@ class HorizonEvaluator(Evaluator):
         super().__init__(problem.sub_instance, budget)
         self.problem = problem
 
-    def times(self, placements: np.ndarray) -> np.ndarray:
-        batch = np.asarray(placements, dtype=np.int64)
-        out = np.full(len(batch), np.inf)
-        take = len(batch) if self.remaining is None else max(0, min(len(batch), self.remaining))
-        if take == 0:
-            return out
-        out[:take] = self.problem.totals(self.problem.to_full(batch[:take])).total_s
-        self.evals += take
-        i = int(np.argmin(out))
-        if out[i] < self.best_time_s:
-            self.best_time_s = float(out[i])
-            self.best_placement = batch[i].copy()
-        return out
+    def score(self, batch: np.ndarray) -> np.ndarray:
+        return self.problem.totals(self.problem.to_full(batch)).total_s
 
 
 def search(problem: ReplacementProblem, seed: int = 0, budget: int | None = None) -> Answer:

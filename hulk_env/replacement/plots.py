@@ -10,6 +10,7 @@ from hulk_env.render import placement_figure, pyplot
 from hulk_env.replacement.problem import ReplacementProblem, ReplacementResult
 from hulk_env.replacement.traces import FAIL, HOUR_S, Trace, TraceResult
 
+_LABEL_GAP = 0.02  # event labels closer than this share of the time axis are left out
 _COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
 
 
@@ -17,8 +18,9 @@ def timeline_figure(results: list[TraceResult], trace: Trace, title: str | None 
     """Training progress and iteration time over wall-clock hours, one line per method.
 
     Top: iterations done (flat during migrations and stalls, drops at checkpoint rollbacks),
-    with the failure-free run dashed; failures that hit a method's placement are red lines,
-    the recoveries it acted on green. Bottom: the iteration time each method ran at. The legend
+    with the failure-free run dashed; failures that hit a method's placement are red lines
+    (``x NAME``), the recoveries it acted on green (``+ NAME``); labels that would overlap are
+    left out. Bottom: the iteration time each method ran at. The legend
     gives each method's wall time and its time lost to migrations.
     """
     plt = pyplot()
@@ -40,11 +42,15 @@ def timeline_figure(results: list[TraceResult], trace: Trace, title: str | None 
         for e in r.timeline:
             if e.action != "none":
                 acted[e.time_s] = ("x " if e.kind == FAIL else "+ ") + e.label
+    last_label = -np.inf
     for time_s, label in sorted(acted.items()):
         x = time_s / HOUR_S
         colour = "tab:red" if label.startswith("x") else "tab:green"
         for ax in (top, bottom):
             ax.axvline(x, color=colour, lw=1, ls=":", alpha=0.8)
+        if x - last_label < _LABEL_GAP * end_h:  # too close to the last label to read: line only
+            continue
+        last_label = x
         top.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
                      fontsize=8, color=colour, xytext=(-2, -4), textcoords="offset points")
     top.set_ylabel("iterations done")

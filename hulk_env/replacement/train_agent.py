@@ -1,16 +1,23 @@
-"""Train the re-placement policy's weights by the cross-entropy method; write ``policy_weights.py``.
+"""Train the re-placement policy's weights: imitation of the search, then the cross-entropy method.
 
 ``python -m hulk_env.replacement.train_agent [--generations N] [--population P] [--seed S]``
 
-Problems (with displaced slots and a feasible answer): random clusters over real cities with a GPU mix and random GPT-style models
-(:class:`hulk_env.generators.RandomGeoGenerator`), placed by ``latency-chain-dp``, then hit by a
-random failure (:func:`hulk_env.replacement.failures.random_scenario`); horizon 1,000. The
-training and validation problems come from different seeds; the benchmark's scenarios are
-never seen. A policy's score on a problem is ``log(total_s / (H x T_old))`` of the best of its greedy
-rollouts in the two scopes and a few sampled ones (``+5`` when all dead-end), as the agent
-uses it; the population is one lockstep batch per problem. Each generation keeps the elite's mean and spread (smoothed); the mean with
-the best validation score is written out, with the sampling temperature that gives the best
-best-of-32 validation score.
+Problems (with displaced slots and a feasible answer): random clusters with a GPU mix and
+random GPT-style models (:class:`hulk_env.generators.RandomGeoGenerator`), placed by
+``latency-chain-dp``, then hit by a random failure
+(:func:`hulk_env.replacement.failures.random_scenario`); horizon 1,000. Training problems are
+drawn over ``TRAINING_CITIES``, validation problems over ``VALIDATION_CITIES``
+(:mod:`hulk_env.evaluation.suites`); the benchmark's scenarios are never seen.
+
+1. Imitation: teacher-forced episodes along the ``search`` method's answers give, per step,
+   the candidates' features and the teacher's machine; the masked linear softmax that predicts
+   it best (a convex fit) gives the starting weights.
+2. Cross-entropy method on the episodes' return: a policy's score on a problem is
+   ``log(total_s / (H x T_old))`` of the best of its greedy rollouts in the two scopes and a
+   few sampled ones (``+5`` when all dead-end), as the agent uses it; the population is one
+   lockstep batch per problem. Each generation keeps the elite's mean and spread (smoothed);
+   the mean with the best validation score is kept, with the sampling temperature that gives
+   the best best-of-32 validation score.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from hulk_env.baselines import get_method
+from hulk_env.evaluation.suites import TRAINING_CITIES, VALIDATION_CITIES
 from hulk_env.generators import RandomGeoGenerator
-from hulk_env.replacement.agent import DEFAULT_SAMPLES, LinearPolicy, agent_method, rollouts
+from hulk_env.replacement.agent import LinearPolicy, agent_method, rollouts
 from hulk_env.replacement.episode import (
     FEATURES,
     SCOPES,
@@ -40,21 +48,23 @@ from hulk_env.replacement.methods import run_method
 from hulk_env.replacement.problem import DEFAULT_HORIZON, ReplacementProblem
 
 DEAD_SCORE = 5.0
-TEMPERATURES = (0.1, 0.2, 0.5, 1.0)
+TEMPERATURES = (0.5, 1.0, 1.5)
 OUT = Path(__file__).with_name("policy_weights.py")
 
 
-def training_generator() -> RandomGeoGenerator:
+def problem_generator(cities: tuple[str, ...]) -> RandomGeoGenerator:
+    """Random clusters over ``cities`` x GPT-style models of 1-13B-class widths, 1-4 replicas."""
     return RandomGeoGenerator(
-        num_machines=(8, 40), num_regions=(2, 10), num_blocks=(6, 40), hidden=(1024, 2048, 4096, 5120),
-        seq_len=(1024, 2048), data_parallel=(1, 2, 4), num_micro_batches=(4, 8, 16), name="replace-train",
+        num_machines=(8, 40), num_regions=(2, 10), cities=cities, num_blocks=(6, 40),
+        hidden=(1024, 2048, 4096, 5120), seq_len=(1024, 2048), data_parallel=(1, 2, 4),
+        num_micro_batches=(4, 8, 16), name="replace",
     )
 
 
-def make_problems(count: int, seed: int) -> list[ReplacementProblem]:
-    """``count`` random re-placement problems (module docstring), seeded."""
+def make_problems(count: int, seed: int, cities: tuple[str, ...] = TRAINING_CITIES) -> list[ReplacementProblem]:
+    """``count`` random re-placement problems (module docstring) over ``cities``, seeded."""
     rng = np.random.default_rng(seed)
-    gen = training_generator()
+    gen = problem_generator(cities)
     out = []
     while len(out) < count:
         inst = gen(rng)
@@ -146,59 +156,75 @@ def _old_time(problem: ReplacementProblem) -> float:
     return float(episode_spec(problem, "displaced").old_time_s)
 
 
-def train(
-    generations: int, population: int, seed: int, train_count: int, val_count: int, samples: int = 8, log=print
-) -> tuple[LinearPolicy, dict]:
-    """Cross-entropy method over the weights; returns the policy and its training record."""
+def cross_entropy(
+    start: np.ndarray, problems: list[ReplacementProblem], generations: int, population: int, samples: int,
+    seed: int, log=print,
+) -> np.ndarray:
+    """The cross-entropy method from ``start`` on the episode return (module docstring, step 2);
+    returns the elite mean of the last generation."""
     rng = np.random.default_rng(seed)
-    t0 = time.perf_counter()
-    train_set = make_problems(train_count, seed)
-    val_set = make_problems(val_count, seed + 10_000)
-    log(f"{len(train_set)} training and {len(val_set)} validation problems in {time.perf_counter() - t0:.0f} s")
-    from hulk_env.replacement import policy_weights
-
-    shipped = dict(zip(policy_weights.FEATURES, policy_weights.WEIGHTS, strict=True))
-    mean = np.array([shipped.get(f, 0.0) for f in FEATURES])  # start from the shipped weights
-    std = np.full(len(FEATURES), 1.5)
+    mean, std = start.copy(), np.full(len(start), 1.0)
     elite = max(2, population // 8)
-    best_val, best_w = np.inf, mean.copy()
     for g in range(generations):
-        pop = mean + std * rng.standard_normal((population, len(FEATURES)))
+        pop = mean + std * rng.standard_normal((population, len(start)))
         pop[0] = mean
-        fit = scores(pop, train_set, samples, 1.0, seed + g).mean(axis=1)
+        fit = scores(pop, problems, samples, 1.0, seed + g).mean(axis=1)
         top = pop[np.argsort(fit)[:elite]]
         mean = 0.7 * top.mean(axis=0) + 0.3 * mean
         std = np.maximum(0.7 * top.std(axis=0) + 0.3 * std, 0.05)
-        val = float(scores(mean[None], val_set, samples, 1.0, seed).mean())
-        if val < best_val:
-            best_val, best_w = val, mean.copy()
-        log(f"gen {g:3d}: train {fit.min():.4f} (mean {fit.mean():.4f}), validation {val:.4f} "
-            f"(best {best_val:.4f}), {time.perf_counter() - t0:.0f} s")
-    temp_scores = {}
-    for temp in TEMPERATURES:
-        method = agent_method(LinearPolicy(best_w, temp), DEFAULT_SAMPLES)
-        vals = []
-        for problem in val_set:
-            ans = method(problem, 0, None)
-            total = problem.totals(ans.placement[None]).total_s[0] if ans.placement is not None else np.inf
-            ref = problem.horizon_iterations * _old_time(problem)
-            vals.append(np.log(total / ref) if np.isfinite(total) else DEAD_SCORE)
-        temp_scores[temp] = float(np.mean(vals))
-        log(f"temperature {temp}: validation best-of-{DEFAULT_SAMPLES} {temp_scores[temp]:.4f}")
-    temperature = min(temp_scores, key=temp_scores.get)
+        log(f"generation {g}: best {fit.min():.4f}, mean {fit.mean():.4f}")
+    return mean
+
+
+def agent_score(policy: LinearPolicy, problems: list[ReplacementProblem]) -> float:
+    """Mean ``log(total_s / (H x T_old))`` of the full ``agent`` method (lower is better)."""
+    method = agent_method(policy)
+    vals = []
+    for problem in problems:
+        ans = method(problem, 0, None)
+        total = problem.totals(ans.placement[None]).total_s[0] if ans.placement is not None else np.inf
+        ref = problem.horizon_iterations * _old_time(problem)
+        vals.append(np.log(total / ref) if np.isfinite(total) else DEAD_SCORE)
+    return float(np.mean(vals))
+
+
+def train(
+    generations: int, population: int, seed: int, train_count: int, val_count: int, samples: int = 8,
+    teacher_budget: int = 4000, log=print,
+) -> tuple[LinearPolicy, dict]:
+    """Imitation, then the cross-entropy method; the weights and temperature that score best on
+    the validation problems with the full ``agent`` method are returned with a training record."""
+    t0 = time.perf_counter()
+    train_set = make_problems(train_count, seed)
+    val_set = make_problems(val_count, seed + 10_000, VALIDATION_CITIES)
+    log(f"{len(train_set)} training and {len(val_set)} validation problems in {time.perf_counter() - t0:.0f} s")
+    features, masks, targets = imitation_data(train_set, teacher_budget, seed)
+    imitated = fit_imitation(features, masks, targets)
+    accuracy = float((np.where(masks, features @ imitated, -np.inf).argmax(axis=1) == targets).mean())
+    log(f"imitation: {len(targets)} teacher decisions, {100 * accuracy:.1f}% predicted, {time.perf_counter() - t0:.0f} s")
+    finals = {"imitation": imitated}
+    if generations:
+        finals["imitation + cross-entropy"] = cross_entropy(imitated, train_set, generations, population, samples, seed, log)
+    scored = {}
+    for name, weights in finals.items():
+        for temp in TEMPERATURES:
+            scored[(name, temp)] = agent_score(LinearPolicy(weights, temp), val_set)
+            log(f"{name}, temperature {temp}: validation {scored[(name, temp)]:.4f}")
+    name, temperature = min(scored, key=scored.get)
     record = {
-        "method": "cross-entropy method",
+        "method": name,
+        "teacher": f"search, budget {teacher_budget}",
+        "imitation_accuracy": round(accuracy, 4),
         "generations": generations,
         "population": population,
         "samples": samples,
         "seed": seed,
         "train_problems": len(train_set),
         "validation_problems": len(val_set),
-        "validation_greedy_log_ratio": best_val,
-        "validation_sampled_log_ratio": temp_scores[temperature],
+        "validation_log_ratio": round(scored[(name, temperature)], 4),
         "seconds": round(time.perf_counter() - t0),
     }
-    return LinearPolicy(best_w, temperature), record
+    return LinearPolicy(finals[name], temperature), record
 
 
 def write_weights(policy: LinearPolicy, record: dict, path: Path = OUT) -> None:
@@ -215,15 +241,18 @@ def write_weights(policy: LinearPolicy, record: dict, path: Path = OUT) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--generations", type=int, default=30)
-    parser.add_argument("--population", type=int, default=48)
+    parser.add_argument("--generations", type=int, default=10, help="cross-entropy generations after imitation")
+    parser.add_argument("--population", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train", type=int, default=96, help="training problems")
     parser.add_argument("--validation", type=int, default=32, help="validation problems")
     parser.add_argument("--samples", type=int, default=8, help="sampled rollouts per policy and problem")
+    parser.add_argument("--teacher-budget", type=int, default=4000, help="cost evaluations of the search teacher")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    policy, record = train(args.generations, args.population, args.seed, args.train, args.validation, args.samples)
+    policy, record = train(
+        args.generations, args.population, args.seed, args.train, args.validation, args.samples, args.teacher_budget
+    )
     write_weights(policy, record, args.out)
     print(f"wrote {args.out}")
 

@@ -222,6 +222,8 @@ class LinkEntry(Strict):
     a: Name | None = None
     b: Name | None = None
     latency_ms: Number(0, limits.MAX_LATENCY_MS, limit_high="MAX_LATENCY_MS", unit="ms") | None = None
+    rtt_ms: Number(0, 2 * limits.MAX_LATENCY_MS, limit_high="MAX_LATENCY_MS", unit="ms") | None = None
+    rtt_ms: Number(0, 2 * limits.MAX_LATENCY_MS, limit_high="MAX_LATENCY_MS", unit="ms") | None = None  # round trip
     bandwidth_gbps: Number(
         limits.MIN_BANDWIDTH_GBPS,
         limits.MAX_BANDWIDTH_GBPS,
@@ -285,10 +287,14 @@ class LayerEntry(Strict):
 def _edge(value: Any) -> Any:
     if not isinstance(value, list | tuple) or len(value) != 2:
         raise _fail(f"must be a [from, to] pair, got {safe_repr(value)}", field="edges")
+    ends = []
     for end in value:
         if isinstance(end, bool) or not isinstance(end, int | str):
             raise _fail(f"an end must be a layer name or index, got {safe_repr(end)}", field="edges")
-    return list(value)
+        if isinstance(end, str) and len(end) > limits.MAX_NAME_CHARS:
+            raise _fail(f"an end of {len(end):,} characters is no layer name ({limits.cite('MAX_NAME_CHARS')})", field="edges")
+        ends.append(end)
+    return ends
 
 
 # Bounds of TransformerConfig fields and top-level training keys, by name; a field not named
@@ -466,7 +472,7 @@ def _known(context_key: str, what: str) -> Callable[[Any, ValidationInfo], Any]:
 
 class EnvSection(Strict):
     WHAT: ClassVar[str] = "'env'"
-    generator: _choice(("fixed", "suite", "toy", "random"))
+    generator: _choice(("fixed", "suite", "toy", "random", "generalist"))
     cluster: Name
     model: Name
     data_parallel: Number(1, limits.MAX_DATA_PARALLEL, integer=True, limit_high="MAX_DATA_PARALLEL") | None
@@ -481,9 +487,24 @@ class EnvSection(Strict):
     invalid_action: _choice(("fallback", "penalty"))
     lookahead: Bool
     cities: list[Name]
+    machines: list[Number(1, limits.MAX_MACHINES, integer=True, limit_high="MAX_MACHINES")]
 
     check_suites = field_validator("suite", "heldout_suite")(_known("suites", "suite"))
     check_cities = field_validator("cities")(_known("cities", "city"))
+
+
+class ImitationSection(Strict):
+    WHAT: ClassVar[str] = "'imitation'"
+    demonstrations: Number(0, 10**6, integer=True)
+    methods: list[Name]
+    polish_budget: Number(0, limits.MAX_BUDGET, integer=True, limit_high="MAX_BUDGET")
+    epochs: Number(0, 10**5, integer=True)
+    learning_rate: Number(0, 1, positive=True)
+    batch_steps: Number(1, 10**7, integer=True)
+    vf_coef: Number(0, 100)
+    max_minutes: Number(0, 10**7)
+
+    check_methods = field_validator("methods")(_known("methods", "baseline method"))
 
 
 class PPOSection(Strict):
@@ -565,6 +586,7 @@ class RunConfigSchema(Strict):
     """
 
     env: EnvSection
+    imitation: ImitationSection
     ppo: PPOSection
     policy: PolicyArchitecture
     train: TrainSection

@@ -24,14 +24,16 @@ from hulk_env.workload.catalog import (
 )
 from hulk_env.workload.files import FILE_SUFFIXES, load_workload_file
 from hulk_env.workload.model import (
+    RECOMPUTE_MODES,
     SCHEDULES,
     TRAINING_KEYS,
     TrainingSettings,
     Workload,
     WorkloadOverrides,
     training_overrides,
+    with_full_recompute,
 )
-from hulk_env.workload.resolve import load_workload
+from hulk_env.workload.resolve import apply_overrides, load_workload
 from hulk_env.workload.transformer import (
     ARCHITECTURES,
     LOGIT_BYTES,
@@ -53,6 +55,7 @@ __all__ = [
     "MODELS",
     "NORMS",
     "PUBLISHED_PARAMS",
+    "RECOMPUTE_MODES",
     "SCHEDULES",
     "TRAINING_KEYS",
     "LayerCost",
@@ -60,6 +63,7 @@ __all__ = [
     "TransformerConfig",
     "Workload",
     "WorkloadOverrides",
+    "apply_overrides",
     "build_from_config",
     "build_transformer",
     "get_model",
@@ -69,4 +73,5 @@ __all__ = [
     "model_names",
     "training_overrides",
     "transformer_block",
+    "with_full_recompute",
 ]

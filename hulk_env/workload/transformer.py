@@ -388,6 +388,7 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
         edges=np.array(edges, dtype=np.int64),
         recompute_flops=table[:, LayerCost._fields.index("recompute_flops")],
         recompute=cfg.recompute,
+        config=cfg if layers_per_block is None else replace(cfg, layers_per_block=layers_per_block),
         micro_batch_size=cfg.micro_batch_size,
         num_micro_batches=cfg.num_micro_batches,
         data_parallel=cfg.data_parallel,

@@ -1,0 +1,108 @@
+"""bench_agent: the keys the issue names, failures counted, the reference checked for staleness."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from agents.bench_agent import KEYS, bench_agent, gap_geomean
+from hulk_env import cost
+from hulk_env.baselines import PlacementResult, get_method
+from hulk_env.errors import HulkInputError
+from hulk_env.evaluation import load_suite
+from hulk_env.evaluation.search_reference import compute_reference, load_reference
+from hulk_env.reference import naive_placement
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ref") / "search-reference-tiny-v0.json"
+    compute_reference("tiny-v0", path, budget=300, log=lambda line: None)
+    return path
+
+
+def test_the_reference_holds_the_best_search_and_resumes(tiny_reference):
+    refs = load_reference("tiny-v0", tiny_reference)
+    assert len(refs) == 20
+    for inst in load_suite("tiny-v0"):
+        ref = refs[inst.instance_id]
+        assert {r.method for r in ref.records} == {"genetic", "anneal"}
+        assert all(r.cost_evals <= 300 for r in ref.records)
+        best = min(r.iteration_time_s for r in ref.records)
+        assert ref.best_time_s == best
+        placement = np.asarray(next(r.placement for r in ref.records if r.iteration_time_s == best))
+        assert cost.iteration_time(inst.cluster, inst.workload, placement) == pytest.approx(best, rel=1e-12)
+    before = tiny_reference.read_bytes()
+    compute_reference("tiny-v0", tiny_reference, budget=300, log=lambda line: pytest.fail(line))  # nothing left to do
+    assert tiny_reference.read_bytes() == before
+
+
+def test_a_stale_reference_is_refused(tiny_reference, tmp_path):
+    payload = json.loads(tiny_reference.read_text())
+    payload["instances"][3]["records"][0]["iteration_time_s"] *= 1.01  # the cost model "changed"
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps(payload))
+    with pytest.raises(HulkInputError, match="the cost model changed; recompute it with"):
+        load_reference("tiny-v0", stale)
+    payload = json.loads(tiny_reference.read_text())
+    payload["instances"][0]["fingerprint"] = "0" * 16  # other instances
+    stale.write_text(json.dumps(payload))
+    with pytest.raises(HulkInputError, match="does not match instance tiny-v0/0"):
+        load_reference("tiny-v0", stale)
+    with pytest.raises(HulkInputError, match="no search reference for suite 'tiny-v0'"):
+        load_reference("tiny-v0", tmp_path / "missing.json")
+
+
+def test_keys_failures_and_evals_ratio(tiny_reference):
+    chain = get_method("latency-chain-dp")
+    anneal = get_method("anneal")
+    calls = {"n": 0}
+
+    def flaky(instance, seed, budget):  # fails on every other instance
+        calls["n"] += 1
+        if calls["n"] % 2:
+            return PlacementResult("flaky", None, 0, "dead end")
+        return chain(instance, seed, None)
+
+    def polish(instance, seed, budget):
+        return anneal(instance, seed, 100)
+
+    out = bench_agent("tiny-v0", methods={"gnn-ppo": flaky, "gnn-ppo+search": polish}, reference_path=tiny_reference)
+    assert tuple(out) == KEYS
+    assert out["suite"] == "tiny-v0" and out["instances"] == 20
+    assert out["dead_ends"] == 10  # the failures are counted, not dropped
+    assert out["search_polish_gap_geomean"] >= -1e-12  # anneal at 100 never beats the best at 300... or ties
+    assert out["policy_gap_geomean"] > out["chain_dp_gap_geomean"]  # failures enter as naive, worse
+    refs = load_reference("tiny-v0", tiny_reference)
+    genetic_total = sum(r.evals("genetic") for r in refs.values())
+    assert out["search_polish_evals_ratio"] == pytest.approx(20 * 100 / genetic_total, rel=0.05)
+    assert 0 < out["decision_s_median"] <= out["decision_s_max"] and out["chain_dp_s_median"] > 0
+
+
+def test_a_failure_enters_the_geomean_as_the_naive_placement():
+    inst = load_suite("tiny-v0")[0]
+    naive_s = cost.iteration_time(inst.cluster, inst.workload, naive_placement(inst))
+    ref_s = naive_s / 2
+    assert gap_geomean([math.nan], [naive_s], [ref_s]) == pytest.approx(1.0)
+    assert gap_geomean([ref_s, math.nan], [naive_s, naive_s], [ref_s, ref_s]) == pytest.approx(math.sqrt(2) - 1)
+
+
+def test_cli_bad_input_is_one_line_and_exit_2():
+    from typer.testing import CliRunner
+
+    from hulk_cli.app import app
+    from hulk_cli.output import EXIT_BAD_INPUT
+
+    runner = CliRunner()
+    cases = [
+        (["bench", "agent", "--suite", "tiny-v0", "--json"], "no search reference for suite 'tiny-v0'"),
+        (["bench", "env", "--env", "hulk/Nope-v0"], "--env must be hulk/Placement-v0 or hulk/Placement-v1"),
+        (["bench", "env", "--large", "128,many"], "--large must be comma-separated machine counts"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, args, catch_exceptions=False)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.exit_code == EXIT_BAD_INPUT and len(lines) == 1 and message in lines[0], (args, result.stderr)

@@ -1,0 +1,75 @@
+"""unseen-v0 and val-v0: held-out cities, the sizes and models the issue names, fixed draws."""
+
+from __future__ import annotations
+
+import pytest
+
+from hulk_env.cluster import get_cluster
+from hulk_env.evaluation import load_suite
+from hulk_env.evaluation.search_reference import instance_fingerprint
+from hulk_env.evaluation.suites import (
+    HELDOUT_TIGHTNESS,
+    TRAINING_CITIES,
+    UNSEEN_CITIES,
+    VALIDATION_CITIES,
+)
+from hulk_env.feasibility import memory_tightness
+from hulk_env.hardware import geo
+from hulk_env.reference import reference_fits
+
+
+def continents(cities):
+    return {geo.get_city(c).continent for c in cities}
+
+
+def test_the_city_split_is_disjoint_and_spans_every_continent():
+    train, val, unseen = set(TRAINING_CITIES), set(VALIDATION_CITIES), set(UNSEEN_CITIES)
+    assert not (train & val) and not (train & unseen) and not (val & unseen)
+    assert train | val | unseen == set(geo.CITIES)
+    everywhere = continents(geo.CITIES)
+    for pool in (train, val, unseen):
+        assert continents(pool) == everywhere
+    # the built-in default cluster (the paper's 12 cities, `make run`'s instance) trains
+    assert set(get_cluster("default").regions) <= train
+
+
+@pytest.fixture(scope="module")
+def unseen():
+    return load_suite("unseen-v0")
+
+
+@pytest.fixture(scope="module")
+def val():
+    return load_suite("val-v0")
+
+
+def test_unseen_v0_covers_what_the_issue_names(unseen):
+    assert len(unseen) == 22
+    machines = [i.num_machines for i in unseen]
+    assert min(machines) == 8 and max(machines) == 512
+    models = {i.workload.name for i in unseen}
+    assert {"gpt3-1.3b", "gpt3-175b", "llama-65b"} <= models
+    assert {i.data_parallel for i in unseen} == {1, 2, 4}
+    tight = [i for i in unseen if HELDOUT_TIGHTNESS[0] <= memory_tightness(i) <= HELDOUT_TIGHTNESS[1]]
+    assert len(tight) >= 9
+    assert any(i.workload.name == "gpt3-1.3b" and i.data_parallel == 4 and i.num_machines == 8 for i in tight)
+
+
+@pytest.mark.parametrize("suite, cities", [("unseen-v0", UNSEEN_CITIES), ("val-v0", VALIDATION_CITIES)])
+def test_heldout_clusters_use_only_their_cities_and_fit(suite, cities, unseen, val):
+    instances = unseen if suite == "unseen-v0" else val
+    for inst in instances:
+        assert set(inst.cluster.regions) <= set(cities), inst.instance_id
+        assert not set(inst.cluster.regions) & set(TRAINING_CITIES)
+        assert reference_fits(inst)
+        assert inst.instance_id.startswith(suite + "/")
+
+
+def test_val_v0_is_smaller_and_disjoint_from_unseen(unseen, val):
+    assert len(val) == 12 and max(i.num_machines for i in val) == 256
+    assert not {instance_fingerprint(i) for i in val} & {instance_fingerprint(i) for i in unseen}
+
+
+def test_heldout_suites_never_drift(unseen):
+    again = load_suite("unseen-v0")
+    assert [instance_fingerprint(i) for i in again] == [instance_fingerprint(i) for i in unseen]
