@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LOG := $(VENV)/install.log
 
-.PHONY: run test install lint check-core-install clean
+.PHONY: run test install lint check-core-install rllib-env test-rllib clean
 
 $(BIN)/python:
 	@$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@echo "installing into $(VENV) (log: $(LOG))"
 	@{ $(BIN)/pip install --upgrade pip && \
 	   $(BIN)/pip install torch==2.13.0 && \
-	   $(BIN)/pip install -e '.[agent,dev]'; } > $(LOG) 2>&1 \
+	   $(BIN)/pip install -e '.[agent,dev,ray]'; } > $(LOG) 2>&1 \
 	   || { tail -n 30 $(LOG); echo "install failed: the whole log is $(LOG)"; exit 1; }
 	@touch $(STAMP)
 
@@ -37,10 +37,29 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 	@$(MAKE) --no-print-directory check-core-install
+	@$(MAKE) --no-print-directory test-rllib
 
 # `pip install .` without extras in a fresh virtualenv: no torch, and the torch-free commands work.
 check-core-install:
 	@PY=$(PY) .ci/check-core-install
 
+# RLlib pins gymnasium 1.2.2 (the main env has 1.4.0): its own virtualenv, the core + `rllib` extra.
+RLLIB_VENV := .venv-rllib
+RLLIB_STAMP := $(RLLIB_VENV)/.installed
+$(RLLIB_STAMP): pyproject.toml
+	@$(PY) -m venv $(RLLIB_VENV) || python3 -m venv $(RLLIB_VENV)
+	@echo "installing into $(RLLIB_VENV) (log: $(RLLIB_VENV)/install.log)"
+	@{ $(RLLIB_VENV)/bin/pip install --upgrade pip && \
+	   $(RLLIB_VENV)/bin/pip install torch==2.13.0 && \
+	   $(RLLIB_VENV)/bin/pip install -e '.[rllib,dev]'; } > $(RLLIB_VENV)/install.log 2>&1 \
+	   || { tail -n 30 $(RLLIB_VENV)/install.log; echo "install failed: see $(RLLIB_VENV)/install.log"; exit 1; }
+	@touch $(RLLIB_STAMP)
+
+rllib-env: $(RLLIB_STAMP)
+
+# A small RLlib PPO run of experiments/rllib_ppo.py (must not skip there).
+test-rllib: $(RLLIB_STAMP)
+	HULK_REQUIRE_RLLIB=1 $(RLLIB_VENV)/bin/python -m pytest -q tests/test_rllib_example.py
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(RLLIB_VENV) runs .pytest_cache

@@ -23,7 +23,7 @@ from hulk_env.evaluation import run_methods, write_results
 from hulk_env.instance import Instance
 from hulk_env.render import curves_figure, placement_figure, save_figure
 
-POLICY_METHOD = "gnn-ppo"
+POLICY_METHOD = "policy"  # the run's own policy ("gnn-ppo" is the shipped one, agents.methods)
 
 
 def evaluate_run(
@@ -36,11 +36,11 @@ def evaluate_run(
 ) -> tuple[list[Any], dict[str, Path]]:
     """The trained policy against baselines on the run's evaluation instances.
 
-    Runs ``methods`` (default: the run's ``eval.baselines``) and the policy, named
-    ``gnn-ppo`` (deterministic) and, with ``samples > 0`` (default: the run's
-    ``eval.samples``), ``gnn-ppo+N`` (best of the greedy and ``N`` sampled rollouts), through
-    :func:`hulk_env.evaluation.run_methods`; agent-side methods (``hulk-gcn``) may be named
-    among ``methods``. Writes ``RUN_DIR/eval/results.{csv,json}``, ``summary.md``, and the plots
+    Runs ``methods`` (default: the run's ``eval.baselines``) and the run's policy, named
+    ``policy`` (greedy) and, with ``samples > 0`` (default: the run's ``eval.samples``),
+    ``policy+N`` (best of the greedy and ``N`` sampled rollouts), through
+    :func:`hulk_env.evaluation.run_methods`; agent-side methods (``hulk-gcn``, the shipped
+    ``gnn-ppo`` and ``gnn-ppo+search``) may be named among ``methods``. Writes ``RUN_DIR/eval/results.{csv,json}``, ``summary.md``, and the plots
     ``curves.png`` (learning curves) and ``placement.png`` (the policy's placement of the first
     instance). Returns ``(rows, paths)``.
     """

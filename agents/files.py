@@ -41,10 +41,14 @@ def safe_torch_load(path: Path, what: str) -> Any:
     """
     import torch
 
-    if not path.is_file():
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_bytes
+
+    if not path.exists() and not path.is_symlink():
         raise HulkInputError(f"{what} not found", source=str(path))
+    data = read_bytes(path, limits.MAX_WEIGHTS_BYTES, what=what)  # a regular file, bounded
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # zip/pickle/EOF errors all mean the same thing to a user
         raise HulkInputError(
             f"{what} is corrupt or not a weights-only torch file ({type(exc).__name__}); "

@@ -39,6 +39,7 @@ from hulk_env.validation import limits
 from hulk_env.validation.reading import read_bytes, safe_repr
 
 POLICY_FORMAT = "hulk-policy/1"
+ENV_ID_V0 = "hulk/Placement-v0"  # policies of the dense observation (before issue 10): refused with a clear line
 POLICY_JSON = "policy.json"
 WEIGHTS_FILE = "weights.pt"
 
@@ -187,6 +188,12 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
                 source=str(weights_path),
             )
     state = safe_torch_load(weights_path, "policy weights")
+    if meta.get("env_id") == ENV_ID_V0:
+        raise HulkInputError(
+            f"this policy was trained on {ENV_ID_V0} (dense observation); policies now read "
+            "hulk/Placement-v1 at any size: retrain it with `hulk train`",
+            source=str(directory / POLICY_JSON),
+        )
     policy = build_policy_network(meta["policy"], padding, lookahead_of(meta))
     try:
         policy.load_state_dict(state)

@@ -14,6 +14,7 @@ learn -> save. A bad setting, cluster or model stops the run before its director
       bc_policy/         the policy right after behaviour cloning (with imitation only)
       eval/evaluations.csv   held-out evaluations over time (step 0: after imitation)
       eval/imitation.csv     behaviour-cloning curve per epoch (with imitation only)
+      eval/imitation.json    the demonstrations: count, slots replayed under the mask, methods
       tb/                TensorBoard logs (SB3 scalars + placement/* metrics)
 
 With ``imitation.demonstrations > 0`` the network is first trained by behaviour cloning
@@ -320,7 +321,10 @@ class Validation(BaseCallback):
         rows += f"{int(timesteps)},{mean:.6f},{speedup:.6f},{self.best_mean_reward:.6f}\n"
         atomic_write_text(path, rows)
         if getattr(self, "model", None) is not None:  # during learn(); not for the step-0 evaluation
+            self.logger.record("eval/mean_reward", mean)
             self.logger.record("eval/mean_speedup_vs_naive", speedup)
+        print(f"validation at {int(timesteps)} steps: geometric-mean speed-up over naive x{speedup:.3f} "
+              f"(best x{float(np.exp(self.best_mean_reward)):.3f}) on {len(self.instances)} instances", flush=True)
         if self.on_eval is not None:
             self.on_eval(int(timesteps), speedup)
         return mean
@@ -337,6 +341,7 @@ def reference_time_s(instance: Instance) -> float:
 IMITATION_SEED = 7_919  # demonstration instances never share the training envs' draws
 BC_POLICY_DIR = "bc_policy"
 IMITATION_CSV = "eval/imitation.csv"
+IMITATION_JSON = "eval/imitation.json"  # the demonstrations: how many, replayed slots, which methods
 
 
 def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding, run_dir: Path) -> Any:
@@ -347,7 +352,7 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
     from agents.inference import instance_env
 
     im, tc = config.imitation, config.train
-    log = print if tc.progress_bar else (lambda *_a, **_k: None)
+    log = print  # minutes of work before PPO's progress bar: say where it is
     rng = np.random.default_rng([tc.seed, IMITATION_SEED])
     started = time.perf_counter()
     episodes, kept, total = [], 0, 0
@@ -361,6 +366,7 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
         if (i + 1) % 25 == 0 or i + 1 == im.demonstrations:
             log(f"imitation: {i + 1}/{im.demonstrations} demonstrations, {kept}/{total} slots replayed "
                 f"({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
+    demo_s = time.perf_counter() - started
     rows = ["epoch,loss,cross_entropy,value_loss,accuracy,wall_s"]
 
     def on_epoch(e: Any) -> None:
@@ -376,9 +382,15 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
     result = behaviour_cloning(policy, [e for e in episodes if e.steps], settings, on_epoch=on_epoch)
     save_policy(
         policy, run_dir / BC_POLICY_DIR, policy_config=asdict(config.policy), padding=padding,
-        lookahead=config.env.lookahead, extra={"num_timesteps": 0, "demonstrations": len(episodes),
-                                               "slots_replayed": kept, "slots_demonstrated": total},
+        lookahead=config.env.lookahead, extra={"num_timesteps": 0},
     )  # fmt: skip
+    summary = {
+        "demonstrations": len(episodes), "complete": sum(e.complete for e in episodes),
+        "slots_replayed": kept, "slots_demonstrated": total,
+        "methods": {m: sum(e.method == m for e in episodes) for m in im.methods},
+        "demonstration_s": demo_s, "epochs": len(result.epochs), "stopped_early": result.stopped_early,
+    }  # fmt: skip
+    atomic_write_text(run_dir / IMITATION_JSON, json.dumps(summary, indent=2) + "\n")
     return result
 
 

@@ -163,12 +163,18 @@ def run(env_id: str = ENV_ID_V1, iterations: int = 5, seed: int = 0, batch_steps
     finally:
         if started:
             ray.shutdown()
-    speedups, of_optimum = [], []
+    evaluated = []
     for inst, placement in placed:
         t_s = _iteration_time_s(inst, placement)  # nan: a dead end (v0) or does not fit
         t_naive = _iteration_time_s(inst, naive_placement(inst))
-        speedups.append(t_naive / t_s if math.isfinite(t_s) else 0.0)
-        of_optimum.append(exhaustive_optimum(inst)[1] / t_s if math.isfinite(t_s) else 0.0)
+        evaluated.append({
+            "instance": inst.instance_id,
+            "placement": np.asarray(placement).tolist(),
+            "speedup": t_naive / t_s if math.isfinite(t_s) else 0.0,
+            "of_optimum": exhaustive_optimum(inst)[1] / t_s if math.isfinite(t_s) else 0.0,
+        })  # fmt: skip
+    speedups = [e["speedup"] for e in evaluated]
+    of_optimum = [e["of_optimum"] for e in evaluated]
     figures = {
         "env": env_id,
         "iterations": history,
@@ -177,6 +183,7 @@ def run(env_id: str = ENV_ID_V1, iterations: int = 5, seed: int = 0, batch_steps
         "eval_feasible": sum(s > 0 for s in speedups),
         "eval_geomean_speedup": _geomean(speedups),
         "eval_geomean_of_optimum": _geomean(of_optimum),
+        "eval": evaluated,
     }
     if not quiet:
         print(f"greedy policy on {EVAL_SUITE}: {figures['eval_feasible']}/{len(placed)} feasible, geometric-mean "

@@ -1,7 +1,7 @@
 """hulk_env: placement of model layers on regionally distributed GPU clusters.
 
 The environment library needs only numpy, networkx and gymnasium; it never imports torch.
-Importing it registers the Gymnasium environment ``hulk/Placement-v0``.
+Importing it registers the Gymnasium environments ``hulk/Placement-v1`` and ``hulk/Placement-v0``.
 """
 
 import gymnasium

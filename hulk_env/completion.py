@@ -31,9 +31,11 @@ this order (the first that fits is the one applied):
   replica gains no machine (other replicas' depths are unchanged by a relabelling). This is
   what lets a replica take machines the witness kept for a later one.
 
-Each test is a handful of numpy operations on ``[M]`` vectors for all machines at once (no
-``[M, M]`` work); the relabel test runs only when some machine is still masked, and a relabel
-or a new replica rebuilds the bookkeeping from the cost model's rule (``O(D L + M)``).
+Cost: each test is a handful of numpy operations on ``[M]`` vectors for all machines at once
+(no ``[M, M]`` work). When every machine passed the last full test and its thresholds still
+hold, only the machines the last step touched are tested again (``O(1)``: the common step on a
+cluster with room). The relabel test runs only when some machine is still masked; a relabel or
+a new replica rebuilds the bookkeeping from the cost model's rule (``O(D L + M)``).
 
 Sound by construction (every allowed action comes with a feasible completion), exact for the
 slot itself, but conservative: completions that need a larger re-plan of ``W`` are not
@@ -46,7 +48,6 @@ completion.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -193,7 +194,7 @@ class Witness:
 
     def placed_bytes(self, machine: int) -> float:
         """Memory the placed slots use on ``machine``, each replica at its stash count in ``W``."""
-        return float(self._placed_before[machine]) + self._open_state[machine] + self.k * self._open_stash[machine]
+        return self._placed_before[machine] + self._open_state[machine] + self.k * self._open_stash[machine]
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def _rebuild(self) -> None:
@@ -208,7 +209,7 @@ class Witness:
         self._all_allowed: tuple | None = None  # thresholds under which every machine passed
         if r == s.data_parallel:
             return
-        self._placed_before = s.replicas_bytes(self.placement, r)
+        self._placed_before = s.replicas_bytes(self.placement, r).tolist()  # scalar reads: a list
         row = self.placement[r]
         self.row = row.tolist()
         # the open replica's placed layers per machine: state and stash bytes (lists: scalar use)
@@ -309,7 +310,7 @@ class Witness:
         """Machines ``a`` whose future slots (all of ``W`` from the cursor on) may trade places
         with ``w``'s: ``a`` then holds what it holds now plus ``w``'s future, and ``w`` the reverse."""
         cap = self.static.capacity_bytes
-        placed = self._placed_before + np.asarray(self._open_state) + self.k * np.asarray(self._open_stash)
+        placed = np.asarray(self._placed_before) + np.asarray(self._open_state) + self.k * np.asarray(self._open_stash)
         free = cap - placed  # room if nothing more were placed
         future = free - self.slack
         ok = (free >= float(future[w])) & (future <= float(free[w]))
@@ -577,10 +578,3 @@ def mask_conservativeness(instance: Instance, max_placements: int = 1 << 16) -> 
 
     walk(root, 0)
     return Conservativeness(*totals)
-
-
-def stays_feasible(witness: Witness) -> bool:
-    """Whether ``W`` fits by the cost model's rule (a check for tests, not the hot path)."""
-    s = witness.static
-    used = cost.memory_use_bytes(s.instance.cluster, s.instance.workload, witness.placement[None])[0]
-    return bool(np.all(used <= s.instance.cluster.memory_bytes)) and math.isfinite(float(used.sum()))

@@ -89,14 +89,25 @@ def test_sampling_never_worse_than_greedy(saved):
             assert t[1] <= t[0] + 1e-12
 
 
-def test_larger_instance_is_a_clear_error(saved):
+def test_larger_instance_is_placed(saved):
+    """The policy was saved with tiny-v0's padding (4 machines); the network runs at any size."""
     from hulk_env.generators import fixed_instance
 
     big = fixed_instance("default", "default")
-    with pytest.raises(HulkInputError) as err:
-        load_policy_method(saved)(big, 0, None)
-    message = str(err.value)
-    assert "47 machines" in message and "max_machines=4" in message and "env.max_machines" in message
+    result = load_policy_method(saved)(big, 0, None)
+    assert result.feasible and result.placement.shape == (big.data_parallel, big.num_layers)
+    assert cost.evaluate(big.cluster, big.workload, result.placement).memory_feasible
+
+
+def test_dense_observation_policy_is_refused(saved, tmp_path):
+    """A policy of hulk/Placement-v0 (before the size-agnostic network) says to retrain."""
+    run = _copy(saved, tmp_path)
+    meta_path = run / FINAL_POLICY_DIR / "policy.json"
+    meta = json.loads(meta_path.read_text())
+    meta["env_id"] = "hulk/Placement-v0"
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(HulkInputError, match="Placement-v0.*retrain"):
+        load_policy(run)
 
 
 def _copy(saved: Path, tmp_path: Path) -> Path:

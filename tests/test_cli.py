@@ -157,6 +157,12 @@ def test_torch_free_commands_work_without_the_agent_stack(tmp_path):
         assert "pip install 'hulk-env[agent]'" in lines[0] and "torch" in lines[0], (args, lines)
 
 
-def test_gnn_ppo_is_not_a_method_by_itself():
-    result = run("place", "--method", "gnn-ppo")
+def test_run_policy_name_is_not_a_method_by_itself():
+    result = run("place", "--method", "policy")
     assert result.exit_code == EXIT_BAD_INPUT and "--policy RUN_DIR" in result.stderr
+
+
+def test_shipped_policy_places_after_install():
+    result = run("place", "--method", "gnn-ppo", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["cost"]["memory_feasible"]

@@ -190,3 +190,14 @@ def test_evaluate_takes_the_model_flags(tmp_path):
     result = run("evaluate", "--suite", "tiny-v0", "--methods", "naive", "--limit", "2", "--recompute", "full", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert "recompute=full" in (out / "summary.md").read_text()
+
+
+NEW_MODELS = ("llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "falcon-40b", "falcon-180b", "qwen2-72b", "mpt-30b")
+
+
+@pytest.mark.parametrize("name", NEW_MODELS)
+def test_show_model_gives_the_published_total(name):
+    from hulk_env.workload import PUBLISHED_PARAMS
+
+    summary = json.loads(run("show", "model", name, "--json").stdout)
+    assert summary["params"] == pytest.approx(PUBLISHED_PARAMS[name], rel=0.01)

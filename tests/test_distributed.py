@@ -193,6 +193,38 @@ def test_without_ray_installed_ray_says_how_to_install_it(monkeypatch, tmp_path,
         evaluate_tasks(instances, ["naive"], tmp_path / "eval", ray="local", progress=False)
 
 
+# ---- the CLI (before any Ray starts in this process) ------------------------------------------
+
+
+def _hulk(*args: str):
+    from typer.testing import CliRunner
+
+    from hulk_cli.app import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_cli_evaluate_resume_and_bad_options(tmp_path):
+    out = tmp_path / "eval"
+    common = ("evaluate", "--limit", "2", "--methods", "naive,genetic", "--budget", "200", "--out", str(out))
+    first = _hulk(*common)
+    assert first.exit_code == 0, first.output
+    saved = (out / "results.csv").read_text()
+    again = _hulk(*common, "--resume")
+    assert again.exit_code == 0 and "resumed: 4 rows kept, 0 run" in again.output
+    assert (out / "results.csv").read_text() == saved
+    for args, message in [
+        ((*common, "--resume", "--seed", "1"), "made with --seed 0, this run has --seed 1"),
+        ((*common, "--workers", "2"), "--workers needs --ray"),
+        ((*common, "--ray", "127.0.0.1:1"), "cannot reach the Ray cluster at 127.0.0.1:1"),
+        ((*common, "--ray", "nowhere"), "give local, auto or a cluster address host:port"),
+    ]:
+        result = _hulk(*args)
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+        assert message in result.output
+    assert (out / "results.csv").read_text() == saved  # nothing saved is lost
+
+
 # ---- Ray ----------------------------------------------------------------------------------------
 
 
@@ -289,3 +321,11 @@ def test_bench_evaluate_keys_and_equal_rows(local_ray):
     assert figures["tasks"] == 2 * 3 and figures["workers"] == 2
     assert figures["rows_equal"] is True
     assert figures["speedup"] == pytest.approx(figures["serial_s"] / figures["ray_s"], rel=0.01)
+
+
+def test_cli_bench_evaluate_json(local_ray):
+    result = _hulk("bench", "evaluate", "--json", "--limit", "2", "--budget", "100")
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output)
+    assert list(figures) == ["tasks", "serial_s", "ray_s", "workers", "speedup", "rows_equal"]
+    assert figures["rows_equal"] is True and figures["tasks"] == 6

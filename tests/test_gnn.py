@@ -1,4 +1,4 @@
-"""The GNN extractor and pointer-head policy: shapes, padding invariance, equivariance."""
+"""The GNN extractor and pointer-head policy over Placement-v1: shapes, padding, equivariance."""
 
 from __future__ import annotations
 
@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from agents.gnn import layer_adjacency, placement_matrix, split_features
-from agents.inference import make_eval_env, single_thread
+from agents.gnn import SIGNALS, assignment, edge_list, split_features
+from agents.inference import single_thread
 from agents.saved_policy import build_policy_network
-from hulk_env.cluster import Cluster
+from agents.shaping import StayLookahead
+from hulk_env.env import PlacementEnvV1
 from hulk_env.feasibility import Padding
-from hulk_env.generators import RandomGeoGenerator, ToyGenerator
+from hulk_env.generators import InstanceListGenerator, RandomGeoGenerator, ToyGenerator
 from hulk_env.instance import Instance
 
 POLICY = {"extractor": "gnn", "hidden_dim": 16, "machine_rounds": 2, "layer_rounds": 2, "heads": 2}
@@ -28,15 +29,19 @@ def _instance(d: int = 2) -> Instance:
     return gen(np.random.default_rng(3))
 
 
-def _networks(paddings: list[Padding], seed: int = 0) -> list:
-    """One network per padding, all with the same weights (the weights do not depend on it)."""
+def _network(lookahead: bool = True, seed: int = 0):
+    """A network built for a small padding: it runs on observations of any size."""
     torch.manual_seed(seed)
-    nets = [build_policy_network(POLICY, p, lookahead=True) for p in paddings]
-    for net in nets[1:]:
-        net.load_state_dict(nets[0].state_dict())
-    for net in nets:
-        net.set_training_mode(False)
-    return nets
+    net = build_policy_network(POLICY, Padding(4, 4, 4), lookahead=lookahead)
+    net.set_training_mode(False)
+    return net
+
+
+def _env(instance: Instance, padding: Padding | None = None, lookahead: bool = True):
+    kwargs = {} if padding is None else {"max_machines": padding.max_machines, "max_layers": padding.max_layers,
+                                         "max_edges": padding.max_edges}  # fmt: skip
+    env = PlacementEnvV1(generator=InstanceListGenerator((instance,)), **kwargs)
+    return StayLookahead(env, shape=False, lookahead=True) if lookahead else env
 
 
 def _logits(net, obs: dict) -> torch.Tensor:
@@ -45,13 +50,13 @@ def _logits(net, obs: dict) -> torch.Tensor:
         return net.action_logits(tensors)[0]
 
 
-def _observations(instance: Instance, padding: Padding, actions: list[int]) -> list[dict]:
-    """Observations along a fixed action sequence (each action must be valid)."""
-    env = make_eval_env(instance, padding, lookahead=True)
+def _observations(instance: Instance, actions: list[int], padding: Padding | None = None) -> list[dict]:
+    """Observations along a fixed action sequence (each action must be allowed)."""
+    env = _env(instance, padding)
     obs, _ = env.reset(options={"instance": instance})
     out = [obs]
     for a in actions:
-        assert env.action_masks()[a], "test actions must be valid"
+        assert env.action_masks()[a], "test actions must be allowed"
         obs, _, terminated, _, _ = env.step(a)
         if terminated:
             break
@@ -59,9 +64,9 @@ def _observations(instance: Instance, padding: Padding, actions: list[int]) -> l
     return out
 
 
-def _valid_actions(instance: Instance, padding: Padding, seed: int = 0) -> list[int]:
+def _valid_actions(instance: Instance, seed: int = 0) -> list[int]:
     """A random masked episode's actions."""
-    env = make_eval_env(instance, padding, lookahead=True)
+    env = _env(instance)
     env.reset(options={"instance": instance})
     rng = np.random.default_rng(seed)
     actions = []
@@ -76,83 +81,80 @@ def _valid_actions(instance: Instance, padding: Padding, seed: int = 0) -> list[
 def test_shapes_and_padded_machines_masked():
     inst = _instance()
     pad = Padding.of([inst]).at_least(Padding(9, 10, 8))
-    (net,) = _networks([pad])
-    obs = _observations(inst, pad, [])[0]
+    net = _network()
+    obs = _observations(inst, [], pad)[0]
     tensors = {k: torch.as_tensor(np.stack([v, v, v])) for k, v in obs.items()}
     features = net.extract_features(tensors)
-    assert features.shape == (3, net.features_extractor.features_dim)
-    emb = split_features(features, pad.max_machines, POLICY["hidden_dim"])
-    assert emb.z.shape == (3, pad.max_machines, POLICY["hidden_dim"])
+    m, hidden = pad.max_machines, POLICY["hidden_dim"]
+    extractor = net.features_extractor
+    assert features.shape == (3, m * (hidden + 1 + len(SIGNALS)) + extractor.summary_dim)
+    emb = split_features(features, hidden, extractor.summary_dim)
+    assert emb.z.shape == (3, m, hidden) and emb.signals.shape == (3, len(SIGNALS), m)
     assert emb.mask[:, : inst.num_machines].all() and not emb.mask[:, inst.num_machines :].any()
-    assert torch.all(emb.z[:, inst.num_machines :] == 0)
+    assert torch.all(emb.z[:, inst.num_machines :] == 0) and torch.all(emb.signals[..., inst.num_machines :] == 0)
     logits = net.action_logits(tensors)
-    assert logits.shape == (3, pad.max_machines)
-    assert torch.all(logits[:, inst.num_machines :] < -1e7)
+    assert logits.shape == (3, m) and torch.all(logits[:, inst.num_machines :] < -1e7)
     actions, values, log_prob = net(tensors, deterministic=True, action_masks=np.stack([obs["action_mask"]] * 3) > 0)
     assert actions.shape == (3,) and values.shape == (3, 1) and log_prob.shape == (3,)
     assert torch.all(actions < inst.num_machines)
 
 
-def test_layer_adjacency_batches_by_offsets():
+def test_edge_list_and_assignment_batch_by_offsets():
     edges = torch.tensor([[[0, 1], [1, 2], [0, 0]], [[0, 2], [0, 0], [0, 0]]])
     mask = torch.tensor([[True, True, False], [True, False, False]])
-    adj = layer_adjacency(edges, mask, 3)
-    expected = torch.zeros(2, 3, 3)
-    expected[0, 0, 1] = expected[0, 1, 2] = expected[1, 0, 2] = 1
-    assert torch.equal(adj, expected)
-    assign = placement_matrix(torch.tensor([[2, -1, 0]]), 3)
-    assert torch.equal(assign[0], torch.tensor([[0.0, 0, 1], [0, 0, 0], [1, 0, 0]]))
+    dag = edge_list(edges, mask, 3)
+    assert dag.src.tolist() == [0, 1, 3] and dag.dst.tolist() == [1, 2, 5]
+    assert dag.inv_in.reshape(-1).tolist() == [1, 1, 1, 1, 1, 1]  # no slot has two predecessors
+    held = assignment(torch.tensor([[2, -1, 0], [1, 1, -1]]), 3)
+    assert held.slots.tolist() == [0, 2, 3, 4] and held.machines.tolist() == [2, 0, 4, 4]
 
 
 @pytest.mark.parametrize("d", [1, 2])
 def test_more_padding_same_logits(d):
     inst = _instance(d)
-    small = Padding.of([inst])
-    large = Padding(small.max_machines + 5, small.max_layers + 7, small.max_edges + 3)
-    net_small, net_large = _networks([small, large])
-    actions = _valid_actions(inst, small)
-    for o_small, o_large in zip(_observations(inst, small, actions), _observations(inst, large, actions), strict=True):
-        a, b = _logits(net_small, o_small), _logits(net_large, o_large)
-        m = inst.num_machines
-        torch.testing.assert_close(a[:m], b[:m], atol=1e-5, rtol=1e-5)
+    own = Padding.of([inst])
+    large = Padding(own.max_machines + 5, own.max_layers + 7, own.max_edges + 3)
+    net = _network()
+    actions = _valid_actions(inst)
+    m = inst.num_machines
+    for o_own, o_large in zip(_observations(inst, actions), _observations(inst, actions, large), strict=True):
+        a, b = _logits(net, o_own), _logits(net, o_large)
+        assert a.shape == (m,) and b.shape == (large.max_machines,)
+        torch.testing.assert_close(a, b[:m], atol=1e-5, rtol=1e-5)
         assert torch.all(b[m:] < -1e7)
 
 
-def _relabelled(inst: Instance, perm: np.ndarray) -> Instance:
-    """The same instance with machine ``i`` of the new cluster = machine ``perm[i]`` of the old."""
-    c = inst.cluster
-    cluster = Cluster(
-        tuple(c.machines[i] for i in perm),
-        c.latency_s[np.ix_(perm, perm)],
-        c.bandwidth_bps[np.ix_(perm, perm)],
-        c.imputed[np.ix_(perm, perm)],
-        name=c.name,
-    )
-    return Instance(cluster, inst.workload, inst.instance_id)
+def _permuted(obs: dict, perm: np.ndarray) -> dict:
+    """The observation with new machine ``i`` = old machine ``perm[i]`` (indices mapped too).
+
+    The env's own observation of a relabelled cluster differs by more than this (its witness
+    starts from the naive placement, which follows the listed order), so the network's
+    equivariance is tested on the permuted observation itself."""
+    inverse = np.argsort(perm)
+    out = dict(obs)
+    for key in ("machine_mask", "machine_features", "neighbour_links", "neighbour_mask", "action_mask", "lookahead"):
+        out[key] = obs[key][perm]
+    nb = obs["neighbours"][perm].astype(np.int64)
+    out["neighbours"] = np.where(nb >= 0, inverse[np.clip(nb, 0, None)], -1).astype(np.float32)
+    lm = obs["layer_machine"].astype(np.int64)
+    out["layer_machine"] = np.where(lm >= 0, inverse[np.clip(lm, 0, None)], -1).astype(np.float32)
+    return out
 
 
 @pytest.mark.parametrize("d", [1, 2])
 def test_relabelled_machines_permute_the_logits(d):
     inst = _instance(d)
     perm = np.random.default_rng(7).permutation(inst.num_machines)
-    inverse = np.argsort(perm)
-    other = _relabelled(inst, perm)
-    pad = Padding.of([inst])
-    (net,) = _networks([pad])
-    actions = _valid_actions(inst, pad, seed=1)
-    mapped = [int(inverse[a]) for a in actions]
-    for o_old, o_new in zip(_observations(inst, pad, actions), _observations(other, pad, mapped), strict=True):
-        old, new = _logits(net, o_old), _logits(net, o_new)
+    net = _network()
+    for obs in _observations(inst, _valid_actions(inst, seed=1)):
+        old, new = _logits(net, obs), _logits(net, _permuted(obs, perm))
         torch.testing.assert_close(new, old[torch.as_tensor(perm)], atol=1e-4, rtol=1e-4)
 
 
 def test_toy_instances_of_any_size_run_with_one_network():
     gen = ToyGenerator()
     rng = np.random.default_rng(0)
-    instances = [gen(rng) for _ in range(6)]
-    pad = Padding.of(instances)
-    (net,) = _networks([pad])
-    for inst in instances:
-        obs = _observations(inst, pad, [])[0]
-        logits = _logits(net, obs)
-        assert torch.isfinite(logits[: inst.num_machines]).all()
+    net = _network()
+    for inst in [gen(rng) for _ in range(6)]:
+        logits = _logits(net, _observations(inst, [])[0])
+        assert logits.shape == (inst.num_machines,) and torch.isfinite(logits).all()

@@ -81,3 +81,14 @@ def test_imitation_recovers_a_known_linear_teacher() -> None:
     agree = (np.where(masks, feats @ w, -np.inf).argmax(axis=1) == targets).mean()
     assert agree > 0.95
     assert np.corrcoef(w, true)[0, 1] > 0.95
+
+
+def test_teacher_forced_targets_are_always_allowed_by_the_mask(problems) -> None:
+    from hulk_env.replacement.train_agent import imitation_data, scores
+
+    features, masks, targets = imitation_data(problems[:2], teacher_budget=300)
+    assert len(targets) == 2 * problems[0].old.size
+    assert masks[np.arange(len(targets)), targets].all()
+    assert features.shape[2] == len(FEATURES)
+    table = scores(np.stack([LinearPolicy.shipped().weights, np.zeros(len(FEATURES))]), problems[:2], samples=2)
+    assert table.shape == (2, 2) and np.all(np.isfinite(table))

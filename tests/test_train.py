@@ -45,7 +45,8 @@ def test_run_directory_holds_everything(run_dir):
     versions = json.loads((run_dir / "versions.json").read_text())
     assert {"torch", "stable_baselines3", "sb3_contrib", "torch_geometric", "gymnasium", "numpy"} <= set(versions)
     spec = json.loads((run_dir / "env_spec.json").read_text())
-    assert spec["id"] == "hulk/Placement-v0" and "lookahead" in spec["observation_space"]
+    assert spec["id"] == "hulk/Placement-v1" and "lookahead" in spec["observation_space"]
+    assert "neighbours" in spec["observation_space"] and "links" not in spec["observation_space"]
     assert len(spec["heldout_instances"]) == 2
     # 512 steps in rollouts of n_steps x n_envs = 64 x 2
     assert checkpoint_timesteps(run_dir) == 512
@@ -148,7 +149,7 @@ def test_cli_train_and_compare(tmp_path):
     result = CliRunner().invoke(app, ["train", "--config", "smoke", "--timesteps", "128", "--out", str(tmp_path),
                                       "--set", "eval.eval_every=0", "--set", "train.name=cli"])
     assert result.exit_code == 0, result.output
-    assert "gnn-ppo" in result.output and "exact" in result.output
+    assert "policy" in result.output and "exact" in result.output
     assert (tmp_path / "cli" / "eval" / "results.csv").is_file()
     bad = CliRunner().invoke(app, ["train", "--set", "ppo.n_stepz=3"])
     assert bad.exit_code == 2 and "unknown key 'ppo.n_stepz'" in bad.output

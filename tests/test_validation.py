@@ -461,7 +461,9 @@ def test_run_config_rejects_bad_settings(key, value, words):
     data = _run_config()
     section, name = key.split(".")
     data[section][name] = value
-    context = {"methods": ["naive", "latency-chain-dp", "compute-greedy"], "cities": ["Paris"], "suites": ["tiny-v0"]}
+    from hulk_env.baselines import method_names
+
+    context = {"methods": [*method_names(), "hulk-gcn"], "cities": ["Paris"], "suites": ["tiny-v0"]}
     message = _error(schemas.validate, schemas.RunConfigSchema, data, "--set", rows="key", context=context)
     assert message.startswith(f"--set: field '{key}'"), message
     for word in words:

@@ -1,8 +1,10 @@
-"""The placement environment ``hulk/Placement-v0`` (:class:`PlacementEnv`, its spec docstring).
+"""The placement environments ``hulk/Placement-v1`` (:class:`PlacementEnvV1`) and ``v0`` (:class:`PlacementEnv`).
 
-* :mod:`.placement_env`: the Gymnasium env, its info values and construction arguments;
+* :mod:`.placement_env`: v0's Gymnasium env (its spec docstring), info values, construction arguments;
 * :mod:`.observation`: feature tables, the observation space and the per-instance static parts;
-* :mod:`.state`: the episode state, the exact memory mask, placing a slot, the fallback machine.
+* :mod:`.state`: v0's episode state, its per-layer memory mask, placing a slot, the fallback machine;
+* :mod:`.placement_env_v1`, :mod:`.observation_v1`, :mod:`.state_v1`: v1 -- the witness
+  completion's mask (:mod:`hulk_env.completion`: no dead ends) and the sparse observation.
 """
 
 from hulk_env.env.observation import (
@@ -30,21 +32,21 @@ from hulk_env.env.state import EpisodeState, fallback_machine
 __all__ = [
     "ENV_ID",
     "ENV_ID_V1",
-    "MACHINE_FEATURES_V1",
-    "PlacementEnvV1",
-    "observation_floats",
+    "EpisodeState",
     "GLOBAL_FEATURES",
     "INVALID_ACTION_MODES",
     "LAYER_FEATURES",
     "LINK_FEATURES",
     "MACHINE_FEATURES",
+    "MACHINE_FEATURES_V1",
     "MEMORY_RTOL",
-    "EpisodeState",
     "PlacementEnv",
+    "PlacementEnvV1",
     "StaticParts",
     "build_static",
     "cost_info",
     "fallback_machine",
+    "observation_floats",
     "observation_space",
     "placement_info",
     "render_state",

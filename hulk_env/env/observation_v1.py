@@ -152,7 +152,8 @@ class StaticPartsV1:
         base: v0's :class:`hulk_env.env.observation.StaticParts` (``links`` left empty).
         completion: the witness's per-instance data.
         start: the witness at the episode start (the naive placement); episodes clone it.
-        inverse_memory: ``[M]`` 1 / memory bytes (the ``slack`` column's scale).
+        inverse_memory: ``[M]`` 1 / memory bytes (the ``slack`` column's scale); ``inverse_list``
+            the same as a list, and ``train_rows`` v0's ``train_s`` as lists (per-step scalar reads).
         machine_features: ``[M, F1]`` columns ``MACHINE_FEATURES_V1`` at the episode start.
         neighbours, neighbour_links, neighbour_mask: the padded neighbour arrays (read-only).
     """
@@ -161,6 +162,8 @@ class StaticPartsV1:
     completion: CompletionStatic
     start: Witness
     inverse_memory: np.ndarray
+    inverse_list: list[float]
+    train_rows: list[list[float]]
     machine_features: np.ndarray
     neighbours: np.ndarray
     neighbour_links: np.ndarray
@@ -212,4 +215,5 @@ def build_static_v1(instance: Instance, max_machines: int, max_layers: int, max_
     mf[start.own_machine(), MACHINE_INDEX_V1["witness"]] = 1.0
     for arr in (mf, index, links, mask):
         arr.setflags(write=False)
-    return StaticPartsV1(base, completion, start, 1.0 / c.memory_bytes, mf, index, links, mask)
+    inverse = 1.0 / c.memory_bytes
+    return StaticPartsV1(base, completion, start, inverse, inverse.tolist(), base.train_s.tolist(), mf, index, links, mask)

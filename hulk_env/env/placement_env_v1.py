@@ -77,6 +77,11 @@ class PlacementEnvV1(PlacementEnv):
     | ``neighbour_mask`` | (M, K) | 1 for real neighbour entries |
     | ``layer_mask``, ``layer_features`` (N, 10), ``layer_machine`` (N,), ``edges`` (E, 2), ``edge_mask`` (E,), ``cursor`` (1,), ``globals`` (5,), ``action_mask`` (M,) | | as in v0 |
 
+    Memory columns read the witness: ``free_memory`` is ``1 -`` the bytes of the placed slots,
+    each replica at the stash count it has in the witness completion, over the machine's memory
+    (v0: the open replica at the stash count of its machines so far); ``globals["stash"]`` is the
+    open replica's stash count in the witness over the micro-batches.
+
     Size: ``M (15 + 4 K + 2) + 12 N + 3 E + 6`` floats
     (:func:`hulk_env.env.observation_v1.observation_floats`): 81 floats per machine at
     ``K = 16``, whatever ``M`` (v0: ``2 M + 11``). 2,048 machines x GPT-3 1.3B (26 slots):

@@ -99,6 +99,8 @@ def as_index(action: Any, n: int) -> int:
     number in ``[0, n)``: a Python or numpy integer, or a finite float with no fraction, alone or
     in a one-element array. Fractions (1.9, -0.5), NaN, infinities, strings ("1"), booleans and
     longer arrays are invalid actions, never rounded."""
+    if type(action) is int:  # the common case first (a step is a few microseconds)
+        return action if 0 <= action < n else -1
     value = action
     if isinstance(value, np.ndarray):
         if value.size != 1:

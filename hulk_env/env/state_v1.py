@@ -112,15 +112,16 @@ def apply_v1(s: EpisodeStateV1, a: int) -> None:
     s.t = t = slot + 1
     slots = s.placement.size
     mf = s.machine_features
-    inverse = s.v1.inverse_memory
+    v1 = s.v1
+    inverse = v1.inverse_list
     # memory: the witness's slack, and the placed slots at the witness's stash counts
     if w.epoch != s.slack_epoch:
-        mf[: static.num_machines, M_SLACK] = w.slack * inverse
+        mf[: static.num_machines, M_SLACK] = w.slack * v1.inverse_memory
         s.slack_epoch = w.epoch
     else:
         slack = w.slack
         for i in w.touched:
-            mf[i, M_SLACK] = slack[i] * inverse[i]
+            mf[i, M_SLACK] = float(slack[i]) * inverse[i]
     row_a = mf[a]
     if not s.in_replica[a]:
         s.in_replica[a] = True
@@ -133,7 +134,7 @@ def apply_v1(s: EpisodeStateV1, a: int) -> None:
         s.globals_[G_STASH] = w.k / static.num_micro_batches
     else:
         row_a[M_FREE] = 1.0 - w.placed_bytes(a) * inverse[a]
-    load = s.load_s[a] + static.train_s[layer, a]
+    load = s.load_s[a] + v1.train_rows[layer][a]
     s.load_s[a] = load
     held = s.held[a] + 1
     s.held[a] = held

@@ -86,8 +86,8 @@ class EpisodeSpec:
         old_time_s: ``T_old``, the old placement's iteration time (before the failure).
         old_bottleneck_s: the stage compute to aim at (s per micro-batch): the old placement's
             busiest machine's, or more when the failure took the fast machines away.
-        reference_total_s: ``H x T_old``: the horizon total had nothing failed (the reward's
-            reference).
+        reference_total_s: ``max(H, 1) x T_old``: the horizon total had nothing failed (the
+            reward's reference; one iteration when ``H = 0``).
         max_flops: the fastest surviving machine's FLOP/s.
     """
 
@@ -148,7 +148,7 @@ def episode_spec(problem: ReplacementProblem, scope: str = "all") -> EpisodeSpec
         comm_bytes=comm,
         old_time_s=t_old,
         old_bottleneck_s=_bottleneck_reference(problem, float(np.max(old.compute_s_per_mb))),
-        reference_total_s=problem.horizon_iterations * t_old,
+        reference_total_s=max(problem.horizon_iterations, 1) * t_old,
         max_flops=float(c.flops[~problem.failed].max()),
     )
 

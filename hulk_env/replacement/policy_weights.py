@@ -1,6 +1,6 @@
 """Weights of the shipped re-placement policy (written by ``hulk_env.replacement.train_agent``)."""
 
 FEATURES = ("same_as_prev", "stay_remaining", "same_as_next", "holds_state", "old_slot", "copy_log", "latency_prev_log", "latency_next_log", "comm_prev", "comm_next", "speed", "load_after", "overload", "new_to_replica", "revisit", "other_replicas", "same_as_peer", "dp_latency_log", "dp_sync", "free_after",)
-WEIGHTS = (0.6054, -0.1316, 0.8810, 0.3662, 0.1249, 0.8115, -5.8958, -2.3397, -3.1216, -0.3718, 2.0722, -1.1565, -5.3754, -0.6749, -5.0000, 2.4709, 2.4761, -0.3846, -1.6917, 1.9305,)
-TEMPERATURE = 1.0
-TRAINING = {'method': 'cross-entropy method (round 2) + revisit prior'}
+WEIGHTS = (0.7689, 1.6782, -0.6764, -0.2424, 0.0051, -1.3078, -1.6451, -0.7305, -1.7474, 0.9583, 2.3495, -0.9593, -0.3533, 0.1392, -2.0615, -0.9300, 3.3005, -0.7935, -3.9343, 4.8808,)
+TEMPERATURE = 0.5
+TRAINING = {'method': 'imitation + cross-entropy', 'teacher': 'search, budget 4000', 'imitation_accuracy': 0.9462, 'generations': 10, 'population': 32, 'samples': 8, 'seed': 0, 'train_problems': 96, 'validation_problems': 32, 'validation_log_ratio': 0.555, 'seconds': 628}

@@ -99,7 +99,7 @@ def scores(
             placements, dead = rollouts(spec, weights, p * each, temperature, rng, greedy)
             totals = np.where(dead, np.inf, problem.totals(placements).total_s).reshape(p, each)
             best = np.minimum(best, totals.min(axis=1))
-        ref = max(problem.horizon_iterations * _old_time(problem), 1e-9)
+        ref = _reference_s(problem)
         out[:, j] = np.where(np.isfinite(best), np.log(best / ref), DEAD_SCORE)
     return out
 
@@ -152,8 +152,9 @@ def fit_imitation(
     return w
 
 
-def _old_time(problem: ReplacementProblem) -> float:
-    return float(episode_spec(problem, "displaced").old_time_s)
+def _reference_s(problem: ReplacementProblem) -> float:
+    """``H x T_old``: the horizon total had nothing failed (the scores' yardstick)."""
+    return episode_spec(problem, "displaced").reference_total_s
 
 
 def cross_entropy(
@@ -183,7 +184,7 @@ def agent_score(policy: LinearPolicy, problems: list[ReplacementProblem]) -> flo
     for problem in problems:
         ans = method(problem, 0, None)
         total = problem.totals(ans.placement[None]).total_s[0] if ans.placement is not None else np.inf
-        ref = problem.horizon_iterations * _old_time(problem)
+        ref = _reference_s(problem)
         vals.append(np.log(total / ref) if np.isfinite(total) else DEAD_SCORE)
     return float(np.mean(vals))
 

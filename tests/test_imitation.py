@@ -1,0 +1,140 @@
+"""Warm start by imitation (agents.imitation): demonstrations, replay, behaviour cloning."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from agents.imitation import STATIC_KEYS, BCSettings, behaviour_cloning, demonstrate, episode_losses, replay
+from agents.inference import instance_env, sampled_rollouts, single_thread
+from agents.saved_policy import build_policy_network
+from hulk_env import cost
+from hulk_env.feasibility import Padding
+from hulk_env.generators import ToyGenerator
+from hulk_env.reference import naive_placement
+
+POLICY = {"extractor": "gnn", "hidden_dim": 16, "machine_rounds": 1, "layer_rounds": 1, "heads": 2}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with single_thread():
+        yield
+
+
+def _policy(seed: int = 0):
+    torch.manual_seed(seed)
+    return build_policy_network(POLICY, Padding(4, 4, 4), lookahead=False)
+
+
+def _env(instance):
+    return instance_env(instance, lookahead=False, shape=True)
+
+
+@pytest.fixture(scope="module")
+def toy_episodes():
+    """Optimal placements (``exact``) of a handful of toy instances, replayed completely."""
+    gen = ToyGenerator(num_machines=(3, 4), num_layers=(3, 5), data_parallel=(1,))
+    rng = np.random.default_rng(5)
+    demos, episodes = [], []
+    while len(demos) < 4:
+        demo = demonstrate(gen(rng), ("exact",))
+        episode = replay(demo, _env)
+        if episode.complete:
+            demos.append(demo)
+            episodes.append(episode)
+    return demos, episodes
+
+
+def test_demonstration_is_the_fastest_method():
+    inst = ToyGenerator()(np.random.default_rng(2))
+    demo = demonstrate(inst, ("naive", "compute-greedy"))
+    times = {}
+    for name in ("naive", "compute-greedy"):
+        other = demonstrate(inst, (name,))
+        times[name] = other.iteration_time_s
+    assert demo.iteration_time_s == min(times.values())
+    assert demo.method == min(times, key=times.get)
+    assert demo.cost_evals > 0
+    assert math.isclose(demo.iteration_time_s, cost.iteration_time(inst.cluster, inst.workload, demo.placement))
+
+
+def test_replay_records_what_the_policy_sees(toy_episodes):
+    demos, episodes = toy_episodes
+    for demo, ep in zip(demos, episodes, strict=True):
+        assert ep.steps == demo.placement.size and ep.actions.tolist() == demo.placement.reshape(-1).tolist()
+        assert ep.masks[np.arange(ep.steps), ep.actions].all()  # every demonstrated machine was allowed
+        assert set(ep.static) <= set(STATIC_KEYS) and all(v.shape[0] == 1 for v in ep.static.values())
+        assert all(v.shape[0] == ep.steps for v in ep.dynamic.values())
+        # the return-to-go of the first step is the episode's return: the log speed-up over naive
+        naive_s = cost.iteration_time(demo.instance.cluster, demo.instance.workload, naive_placement(demo.instance))
+        assert ep.returns[0] == pytest.approx(math.log(naive_s / demo.iteration_time_s), rel=1e-4, abs=1e-5)
+
+
+class _Refuse(gym.Wrapper):
+    """Forbids the machine the demonstration takes at slot ``at``."""
+
+    def __init__(self, env, at: int, machine: int) -> None:
+        super().__init__(env)
+        self.at, self.machine, self.t = at, machine, 0
+
+    def reset(self, **kwargs):
+        self.t = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        self.t += 1
+        return self.env.step(action)
+
+    def action_masks(self):
+        mask = self.env.action_masks().copy()
+        if self.t == self.at:
+            mask[self.machine] = False
+        return mask
+
+
+def test_replay_stops_where_the_mask_refuses(toy_episodes):
+    demos, _ = toy_episodes
+    demo = demos[0]
+    ep = replay(demo, lambda inst: _Refuse(_env(inst), 2, int(demo.placement.reshape(-1)[2])))
+    assert not ep.complete and ep.steps == 2 and ep.masks.shape == (2, demo.instance.num_machines)
+
+
+def test_cross_entropy_is_that_of_the_masked_distribution(toy_episodes):
+    _, episodes = toy_episodes
+    policy = _policy()
+    ep = episodes[1]
+    ce, value_err, correct = episode_losses(policy, ep)
+    obs, actions, masks, _ = ep.tensors()
+    with torch.no_grad():
+        logits = policy.action_logits(obs).masked_fill(~masks, -torch.inf)
+        expected = -torch.log_softmax(logits, -1)[torch.arange(ep.steps), actions]
+    torch.testing.assert_close(ce.detach(), expected, atol=1e-5, rtol=1e-5)
+    assert value_err.shape == (ep.steps,) and correct.shape == (ep.steps,)
+
+
+def _reproduced(policy, demos) -> list[bool]:
+    out = []
+    for demo in demos:
+        (greedy,) = sampled_rollouts(policy, demo.instance, lookahead=False)
+        out.append(math.isclose(greedy.iteration_time_s, demo.iteration_time_s, rel_tol=1e-9))
+    return out
+
+
+def test_cloning_makes_the_greedy_policy_reproduce_the_demonstrations(toy_episodes):
+    demos, episodes = toy_episodes
+    policy = _policy(seed=3)
+    before = _reproduced(policy, demos)
+    result = behaviour_cloning(policy, episodes, BCSettings(epochs=150, learning_rate=3e-3, batch_steps=64))
+    assert result.epochs[-1].cross_entropy < 0.2 * result.epochs[0].cross_entropy
+    assert result.epochs[-1].accuracy == 1.0
+    assert all(_reproduced(policy, demos)), f"greedy policy before cloning reproduced {before}"
+
+
+def test_cloning_needs_episodes():
+    with pytest.raises(ValueError, match="at least one episode"):
+        behaviour_cloning(_policy(), [], BCSettings(epochs=1))
