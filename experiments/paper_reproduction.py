@@ -4,7 +4,7 @@ The paper reports training iterations more than 20% shorter with its placement t
 (arXiv 2302.13741). This experiment loads the paper's own cluster data (shipped in the package, or ``--hulk-data``), places
 every model of ``experiments/configs/paper_reproduction.yaml`` with every method -- the
 baselines, ``hulk-gcn`` when the agent registers it, and trained policies given with
-``--policy`` (run on every case, the network widened to its size: :mod:`experiments.policies`)
+``--policy`` (run on every case at its own size: the network is size-agnostic, :mod:`agents.gnn`)
 -- and measures the iteration time with the cost model and with the discrete-event simulator.
 Speed-up = naive time / method time; the claim holds for a case when the iteration is at least
 20% shorter (speed-up >= 1.25).
@@ -129,11 +129,10 @@ def build_methods(config: dict[str, Any], policies: Sequence[Path]) -> tuple[dic
         except ImportError as exc:
             notes.append(f"hulk-gcn not run: it is not registered yet ({exc}).")
     for run_dir in policies:
-        from experiments.policies import WidePolicy
+        from agents.methods import load_policy_method
 
-        # Same weights on every case, the network built for each case's own padding.
-        name = f"policy:{Path(run_dir).name}"
-        methods[name] = WidePolicy(Path(run_dir)).method(samples=int(config["policy_samples"]), name=name)
+        # Same weights on every case: the network reads each case at its own size.
+        methods[f"policy:{Path(run_dir).name}"] = load_policy_method(Path(run_dir), samples=int(config["policy_samples"]))
     return methods, notes
 
 
