@@ -13,6 +13,8 @@ over all instances of the run (negative when the method beats the searches). **A
 counts**: an instance where a method returns no feasible placement (a dead end, an error)
 enters its geometric mean with the naive placement's ratio ``T_naive / T_ref`` -- what a user
 falls back to -- and is counted in ``dead_ends`` (policy and policy+search failures together).
+An instance where both searches failed would take the naive placement as its reference (none of
+``unseen-v0`` does: every one has a search result).
 Cost evaluations are counted by the cost model itself (:func:`hulk_env.cost.count_evals`), every
 call included (the env's, the lookahead's, the search's).
 

@@ -12,9 +12,11 @@ Three steps, each a plain function:
    (with the one-step lookahead of :mod:`agents.shaping`), the action mask, the demonstrated
    machine and the return-to-go under the training reward (the stay shaping, so the critic
    starts from the values PPO will see). The env is built at the instance's own size: the
-   network is size-agnostic, so no padding. A demonstrated action the mask refuses ends the
-   replay there (the prefix is kept and :attr:`Episode.complete` is ``False``): with an exact
-   mask this never happens; with a conservative one it says how conservative.
+   network is size-agnostic, so no padding. Where the mask refuses a demonstrated machine
+   (Placement-v1's mask is conservative), the label is :func:`expert_action`'s: the allowed
+   machine whose completion "as demonstrated" is fastest (:attr:`Episode.relabelled` counts
+   them). :func:`aggregate` labels the states the policy itself visits the same way (DAgger),
+   so it also learns how to recover from its own mistakes.
 3. :func:`behaviour_cloning` -- cross-entropy of the demonstrated action under the mask,
    computed through the policy's own SB3 seam ``evaluate_actions(obs, actions, action_masks)``
    (the same masked distribution PPO optimises), plus ``vf_coef`` x the squared error of the
@@ -116,8 +118,10 @@ class Episode:
         actions: ``[T]`` the demonstrated machines.
         masks: ``[T, M]`` bool, the env's action masks.
         returns: ``[T]`` return-to-go of the training reward from each step.
-        complete: every slot was replayed (``False``: the mask refused a demonstrated machine).
+        complete: the episode placed every slot.
         method: the baseline that made the demonstration.
+        relabelled: slots whose label is not the demonstrated machine (the mask refused it,
+            or, for :func:`aggregate`, the expert corrected the policy's path).
     """
 
     instance_id: str
@@ -128,6 +132,7 @@ class Episode:
     returns: np.ndarray
     complete: bool
     method: str = ""
+    relabelled: int = 0
 
     @property
     def steps(self) -> int:
@@ -142,47 +147,104 @@ class Episode:
         return obs, torch.from_numpy(self.actions), torch.from_numpy(self.masks), torch.from_numpy(self.returns)
 
 
-def replay(demo: Demonstration, make_env: Callable[[Instance], Any]) -> Episode:
-    """Play ``demo`` through ``make_env(instance)`` (a Gymnasium env with ``action_masks``).
+def expert_action(demo: Demonstration, placed: np.ndarray, t: int, mask: np.ndarray) -> int:
+    """The allowed machine for slot ``t`` whose completion "as demonstrated" is fastest.
 
-    The env must place the instance given as ``reset(options={"instance": ...})`` slot by slot,
-    replica-major (:class:`hulk_env.env.PlacementEnv`, optionally wrapped).
+    Every allowed machine ``a`` is scored by the cost model on the placement made of the slots
+    placed so far (``placed``, flat), ``a`` at slot ``t``, and the demonstration's machines for
+    the rest (one batched evaluation; memory-infeasible completions score ``inf``). On the
+    demonstration's own path this is its machine (or a better one); off it, the correction
+    that returns to it soonest. When no completion fits, the first allowed machine is taken.
     """
+    allowed = np.flatnonzero(mask)
+    flat = np.asarray(demo.placement, dtype=np.int64).reshape(-1)
+    candidates = np.tile(flat, (len(allowed), 1))
+    candidates[:, :t] = placed[:t]
+    candidates[:, t] = allowed
+    inst = demo.instance
+    times = cost.iteration_times(inst.cluster, inst.workload, candidates.reshape(len(allowed), *demo.placement.shape))
+    penalised = times.penalised()
+    return int(allowed[int(np.argmin(penalised))])
+
+
+def record(
+    demo: Demonstration, make_env: Callable[[Instance], Any], choose: Callable[[dict, np.ndarray, int], tuple[int, int]]
+) -> Episode:
+    """One episode on ``demo.instance``; ``choose(obs, mask, t) -> (machine to take, label)``."""
     inst = demo.instance
     env = make_env(inst)
     obs, _ = env.reset(options={"instance": inst})
-    flat = np.asarray(demo.placement, dtype=np.int64).reshape(-1)
     steps: list[dict[str, np.ndarray]] = []
-    masks, actions, rewards = [], [], []
-    complete = True
-    for a in flat:
+    masks, labels, rewards = [], [], []
+    repaired = 0
+    complete = False
+    for t in range(demo.placement.size):
         mask = np.asarray(env.action_masks(), dtype=bool)
-        if not mask[a]:
-            complete = False
-            break
+        take, label = choose(obs, mask, t)
+        repaired += label != int(demo.placement.reshape(-1)[t])
         steps.append(obs)
         masks.append(mask)
-        actions.append(int(a))
-        obs, reward, terminated, truncated, info = env.step(int(a))
+        labels.append(label)
+        obs, reward, terminated, truncated, info = env.step(take)
         rewards.append(float(reward))
         if terminated or truncated:
-            complete = complete and not info.get("dead_end", False) and len(actions) == len(flat)
+            complete = not info.get("dead_end", False) and not truncated and t + 1 == demo.placement.size
             break
-    first = steps[0] if steps else obs
+    first = steps[0]
     static = {k: np.asarray(first[k], dtype=np.float32)[None] for k in STATIC_KEYS if k in first}
     dynamic_keys = [k for k in first if k not in STATIC_KEYS and k != "action_mask"]
-    dynamic = {k: np.stack([np.asarray(s[k], dtype=np.float32) for s in steps]) for k in dynamic_keys} if steps else {}
+    dynamic = {k: np.stack([np.asarray(s[k], dtype=np.float32) for s in steps]) for k in dynamic_keys}
     returns = np.cumsum(np.asarray(rewards, dtype=np.float64)[::-1])[::-1].astype(np.float32)
     return Episode(
         instance_id=inst.instance_id,
         static=static,
         dynamic=dynamic,
-        actions=np.asarray(actions, dtype=np.int64),
-        masks=np.asarray(masks, dtype=bool).reshape(len(actions), inst.num_machines),
+        actions=np.asarray(labels, dtype=np.int64),
+        masks=np.asarray(masks, dtype=bool).reshape(len(labels), inst.num_machines),
         returns=returns,
         complete=complete,
         method=demo.method,
+        relabelled=repaired,
     )
+
+
+def replay(demo: Demonstration, make_env: Callable[[Instance], Any]) -> Episode:
+    """Play ``demo`` through ``make_env(instance)`` (a Gymnasium env with ``action_masks``),
+    every slot labelled with the demonstrated machine -- or, where the mask refuses it, with
+    :func:`expert_action` (counted in :attr:`Episode.relabelled`), so the episode completes.
+
+    The env must place the instance given as ``reset(options={"instance": ...})`` slot by slot,
+    replica-major (:class:`hulk_env.env.PlacementEnvV1`, optionally wrapped).
+    """
+    flat = np.asarray(demo.placement, dtype=np.int64).reshape(-1)
+    placed = np.full(flat.size, -1, dtype=np.int64)
+
+    def choose(obs: dict, mask: np.ndarray, t: int) -> tuple[int, int]:
+        a = int(flat[t]) if mask[flat[t]] else expert_action(demo, placed, t, mask)
+        placed[t] = a
+        return a, a
+
+    return record(demo, make_env, choose)
+
+
+def aggregate(policy: Any, demo: Demonstration, make_env: Callable[[Instance], Any]) -> Episode:
+    """DAgger (Ross et al. 2011): the policy's own greedy episode on ``demo.instance``, every
+    state it visits labelled with :func:`expert_action` -- what to do from where the policy's
+    mistakes led, which behaviour cloning of the demonstration alone never shows."""
+    from agents.inference import masked_logits
+
+    placed = np.full(demo.placement.size, -1, dtype=np.int64)
+    static: list[Any] = [None]
+
+    def choose(obs: dict, mask: np.ndarray, t: int) -> tuple[int, int]:
+        with torch.no_grad():
+            logits, static[0] = masked_logits(policy, obs, mask, static[0])
+        take = int(torch.argmax(logits))
+        label = expert_action(demo, placed, t, mask)
+        placed[t] = take
+        return take, label
+
+    return record(demo, make_env, choose)
 
 
 # --------------------------------------------------------------------- behaviour cloning

@@ -160,3 +160,20 @@ def test_bench_figures_keep_failures_in_the_averages() -> None:
     assert out["repair_total_vs_best"] == float("inf")  # it failed a scenario others answered
     assert out["agent_decision_s_median"] == pytest.approx(0.4)
     assert out["search_decision_s_median"] == pytest.approx(6.0)
+
+
+def test_bench_replace_runs_every_method_on_every_scenario(monkeypatch) -> None:
+    result = run("bench", "replace", "--clusters", "cloud-3region", "--budget", "300", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    for key in ("scenarios", "infeasible", "agent_total_vs_best", "repair_total_vs_best", "scratch_total_vs_best",
+                "agent_decision_s_median", "search_decision_s_median"):
+        assert key in out
+    assert out["scenarios"] == 9 and out["infeasible"] == 0 and len(out["rows"]) == 9
+    assert all(np.isfinite(out[f"{m}_total_vs_best"]) and out[f"{m}_total_vs_best"] >= 1.0
+               for m in ("agent", "repair", "scratch", "search"))
+    import hulk_env.replacement.bench as bench
+
+    monkeypatch.setattr(bench, "bench_replace", lambda *a, **k: json.loads(result.stdout))  # the table of the same figures
+    table = run("bench", "replace", "--clusters", "cloud-3region")
+    assert table.exit_code == 0 and "re-placement benchmark" in table.stdout and "agent_total_vs_best" in table.stdout

@@ -112,6 +112,11 @@ def test_mask_is_sound_and_hides_little_on_tiny_v0():
         f"worst {100 * max(shares):.1f}%, {sum(1 for x in shares if x == 0)} instances with none hidden)"
     )
     assert stated in doc, f"update the docstring of hulk_env/completion.py: {stated}"
+    from hulk_env.env import PlacementEnvV1
+
+    env_doc = " ".join(PlacementEnvV1.__doc__.split())
+    short = f"it hides {total.hidden} of {total.completable:,} truly completable actions ({100 * total.hidden_share:.1f}%"
+    assert short in env_doc, f"update PlacementEnvV1's docstring: {short}"
 
 
 # ---- never a dead end ------------------------------------------------------------------------------

@@ -158,6 +158,16 @@ def test_resume_adds_a_method_to_an_existing_leaderboard(tmp_path, instances):
     assert rows_equal(more.rows, full)  # gap_to_best now includes anneal
 
 
+def test_resume_cuts_a_row_the_machine_did_not_finish_writing(tmp_path, instances, reference):
+    out = tmp_path / "eval"
+    evaluate_tasks(instances[:2], METHODS, out, budgets=BUDGETS, progress=False, extra_methods={"never": _never})
+    with (out / "results.csv").open("a") as fh:
+        fh.write(f"{instances[2].instance_id},naive,12.3")  # a power cut in the middle of a row
+    run = evaluate_tasks(instances, METHODS, out, budgets=BUDGETS, progress=False, resume=True, extra_methods={"never": _never})
+    assert (run.skipped, run.ran) == (2 * (len(METHODS) + 1), len(METHODS) + 1)
+    assert rows_equal(read_results_csv(out / "results.csv"), reference)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

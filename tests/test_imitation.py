@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from agents.imitation import STATIC_KEYS, BCSettings, behaviour_cloning, demonstrate, episode_losses, replay
+from agents.imitation import (
+    STATIC_KEYS,
+    BCSettings,
+    aggregate,
+    behaviour_cloning,
+    demonstrate,
+    episode_losses,
+    expert_action,
+    replay,
+)
 from agents.inference import instance_env, sampled_rollouts, single_thread
 from agents.saved_policy import build_policy_network
 from hulk_env import cost
@@ -97,11 +106,38 @@ class _Refuse(gym.Wrapper):
         return mask
 
 
-def test_replay_stops_where_the_mask_refuses(toy_episodes):
+def test_a_refused_machine_is_relabelled_by_the_expert(toy_episodes):
     demos, _ = toy_episodes
     demo = demos[0]
-    ep = replay(demo, lambda inst: _Refuse(_env(inst), 2, int(demo.placement.reshape(-1)[2])))
-    assert not ep.complete and ep.steps == 2 and ep.masks.shape == (2, demo.instance.num_machines)
+    flat = demo.placement.reshape(-1)
+    ep = replay(demo, lambda inst: _Refuse(_env(inst), 2, int(flat[2])))
+    assert ep.complete and ep.steps == flat.size and ep.relabelled >= 1
+    assert ep.actions[:2].tolist() == flat[:2].tolist() and ep.actions[2] != flat[2]
+    assert ep.masks[np.arange(ep.steps), ep.actions].all()
+
+
+def test_expert_keeps_an_optimal_demonstration(toy_episodes):
+    """On the path of an optimal placement (``exact``), the expert's machine completes it at
+    the optimal time (the demonstrated machine, or one as good)."""
+    demos, _ = toy_episodes
+    for demo in demos:
+        flat = demo.placement.reshape(-1)
+        for t in range(flat.size):
+            a = expert_action(demo, flat, t, np.ones(demo.instance.num_machines, dtype=bool))
+            completed = flat.copy()
+            completed[t] = a
+            inst = demo.instance
+            got = cost.iteration_time(inst.cluster, inst.workload, completed.reshape(demo.placement.shape))
+            assert got == pytest.approx(demo.iteration_time_s, rel=1e-12)
+
+
+def test_aggregate_labels_the_policys_own_states(toy_episodes):
+    demos, _ = toy_episodes
+    policy = _policy(seed=4)
+    for demo in demos:
+        ep = aggregate(policy, demo, _env)
+        assert ep.complete and ep.steps == demo.placement.size
+        assert ep.masks[np.arange(ep.steps), ep.actions].all()
 
 
 def test_cross_entropy_is_that_of_the_masked_distribution(toy_episodes):

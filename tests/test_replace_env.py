@@ -141,3 +141,14 @@ def test_making_and_resetting_the_replace_env_loads_no_search_and_no_torch() -> 
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == ""
+
+
+def test_ansi_render_shows_progress_then_the_placement() -> None:
+    env = ReplaceEnv(**SMALL, fail="region:Frankfurt", render_mode="ansi")
+    env.reset(seed=0)
+    assert "slots placed" in env.render()
+    play(env, 0)
+    text = env.render()
+    frankfurt = [line for line in text.splitlines() if "frankfurt-" in line]
+    assert len(frankfurt) == 4 and not any("r0:" in line or "r1:" in line for line in frankfurt)
+    assert "r0:" in text and "iteration" in text

@@ -8,7 +8,13 @@ import pytest
 from hulk_env.baselines import get_method
 from hulk_env.generators import fixed_instance
 from hulk_env.replacement import ReplacementProblem, standard_scenarios
-from hulk_env.replacement.agent import LinearPolicy, agent_method, dp_splits, pipeline_chain, rollouts
+from hulk_env.replacement.agent import (
+    LinearPolicy,
+    agent_method,
+    dp_splits,
+    pipeline_chain,
+    rollouts,
+)
 from hulk_env.replacement.episode import FEATURES, action_mask, episode_spec, new_episodes
 from hulk_env.replacement.methods import run_method
 from hulk_env.replacement.train_agent import fit_imitation

@@ -5,10 +5,12 @@ Every (instance, method, seed) is one task: one call of the runner's per-run fun
 and a Ray run give the same rows apart from ``wall_s``. :func:`evaluate_tasks` runs the tasks
 of a plan and keeps the output directory current:
 
-* ``results.csv`` -- rewritten (write-then-rename, through the one CSV writer) after every
-  finished task, so it always holds every finished row and never half of one. While the run
-  goes on, ``gap_to_best`` is empty (it needs every method of the instance); the final write
-  (:func:`hulk_env.evaluation.write_results`, with ``results.json`` and ``summary.md``) fills it.
+* ``results.csv`` -- every finished task appends its row (one write, flushed to disk:
+  :func:`hulk_env.evaluation.results.append_csv`), so the file always holds every finished
+  row and never half of one (a resume cuts a line the machine did not finish). While the run
+  goes on, rows are in the order they finish and ``gap_to_best`` is empty (it needs every
+  method of the instance); the final write (:func:`hulk_env.evaluation.write_results`, with
+  ``results.json`` and ``summary.md``) rewrites the file in plan order with it.
 * ``evaluate.json`` -- what the rows were made with (seed, per-method budget, instance
   fingerprints) and why each failed row failed (the CSV has no reason column); ``resume``
   checks a rerun against it.
@@ -44,6 +46,7 @@ from hulk_env.evaluation.report import write_results
 from hulk_env.evaluation.results import (
     RESULT_COLUMNS,
     ResultRow,
+    append_csv,
     read_results_csv,
     write_csv,
 )
@@ -189,11 +192,7 @@ class _Journal:
             self.manifest["reasons"][_reason_key(*key)] = result.reason
             self.save_manifest()
         self.results[key] = result
-        self.save_csv()
-
-    def save_csv(self) -> None:
-        rows = [_csv_dict(row_of(r)) for r in self.results.values()]
-        write_csv(self.csv_path, rows, RESULT_COLUMNS)
+        append_csv(self.csv_path, [_csv_dict(row_of(result))], RESULT_COLUMNS)
 
     def save_manifest(self) -> None:
         atomic_write_text(self.manifest_path, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
@@ -233,10 +232,20 @@ def _open_journal(
         old = _read_manifest(journal.manifest_path)
         _check_resumable(old, manifest, journal.manifest_path)
         manifest["reasons"] = dict(old.get("reasons", {}))
+        _drop_partial_line(journal.csv_path)
         journal.results = _saved_results(journal.csv_path, manifest, seed)
+    else:
+        write_csv(journal.csv_path, [], RESULT_COLUMNS)  # the header: a fresh run
     journal.save_manifest()
-    journal.save_csv()
     return journal
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut what follows the last line end (a write the machine did not finish)."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as fh:
+            fh.truncate(data.rfind(b"\n") + 1)
 
 
 def _read_manifest(path: Path) -> dict:
@@ -281,6 +290,8 @@ def _check_resumable(old: dict, new: dict, path: Path) -> None:
 
 def _saved_results(csv_path: Path, manifest: dict, seed: int) -> dict[tuple[str, str], TaskResult]:
     """The rows of an earlier run as task results (reasons from the manifest)."""
+    if csv_path.stat().st_size == 0:
+        return {}
     try:
         rows = read_results_csv(csv_path)
     except HulkInputError as err:

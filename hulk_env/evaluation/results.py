@@ -1,4 +1,5 @@
-"""Result rows and CSV files: the one CSV writer (:func:`write_csv`) and reading results back.
+"""Result rows and CSV files: the one CSV writer (:func:`write_csv`, :func:`append_csv` for rows
+saved as they finish) and reading results back.
 
 CSV cells: floats in full precision (``repr``), undefined numbers (``nan``, infeasible runs) as
 empty cells, booleans as ``true``/``false``. :func:`read_results_csv` reads them back.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,14 +74,33 @@ def csv_cell(value: Any) -> str:
 def write_csv(path: str | Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> Path:
     """Write dict rows as CSV (``columns``: default the first row's keys; a missing key is an
     empty cell). Atomic: readers see the old file or the new one, never half of it."""
-    out = Path(path)
     columns = list(columns or (rows[0].keys() if rows else []))
+    return atomic_write_text(Path(path), _csv_text(rows, columns, header=True))
+
+
+def append_csv(path: str | Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> Path:
+    """Append whole rows to a CSV file (the header first when the file is new or empty), in one
+    write, flushed to disk: a run killed between two calls leaves whole rows only."""
+    out = Path(path)
+    new = not out.exists() or out.stat().st_size == 0
+    data = _csv_text(rows, list(columns), header=new).encode("utf-8")
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return out
+
+
+def _csv_text(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], header: bool) -> str:
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)
-    writer.writerow(columns)
+    if header:
+        writer.writerow(columns)
     for row in rows:
         writer.writerow([csv_cell(row.get(c, "")) for c in columns])
-    return atomic_write_text(out, buffer.getvalue())
+    return buffer.getvalue()
 
 
 def read_results_csv(path: str | Path) -> list[dict]:

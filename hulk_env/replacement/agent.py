@@ -44,8 +44,7 @@ from hulk_env.replacement.episode import (
     finished,
     new_episodes,
 )
-from hulk_env.replacement.methods import Answer, ReplaceMethod
-from hulk_env.replacement.problem import ReplacementProblem
+from hulk_env.replacement.problem import Answer, ReplacementProblem, ReplaceMethod
 
 DEFAULT_SAMPLES = 256
 DEFAULT_POLISH = 8

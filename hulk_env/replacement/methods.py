@@ -21,8 +21,6 @@ one-line reason. ``cost_evals`` counts every placement a method evaluated with t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
@@ -33,7 +31,13 @@ from hulk_env.baselines.genetic import _Search as GeneticSearch
 from hulk_env.baselines.seeds import heuristic_seeds
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import capacity_reason, stash_count
-from hulk_env.replacement.problem import ReplacementProblem, ReplacementResult, outcome
+from hulk_env.replacement.problem import (
+    Answer,
+    ReplacementProblem,
+    ReplacementResult,
+    ReplaceMethod,
+    outcome,
+)
 
 DEFAULT_SCRATCH_METHOD = "latency-chain-dp"
 SEARCH_BUDGET = 20_000
@@ -42,21 +46,6 @@ SEARCH_BUDGET = 20_000
 _LATENCY_ROUND = 3
 
 
-class Answer(NamedTuple):
-    """What a method itself returns (:func:`run_method` adds timing and the outcome).
-
-    Attributes:
-        placement: ``[D, L]`` full machine indices, or ``None``.
-        cost_evals: placements evaluated with the cost model.
-        reason: why there is no placement.
-    """
-
-    placement: np.ndarray | None
-    cost_evals: int
-    reason: str = ""
-
-
-ReplaceMethod = Callable[[ReplacementProblem, int, "int | None"], Answer]
 
 
 # ---- scratch ------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ the placement files it starts from (``hulk place --json`` output)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -219,6 +220,23 @@ class ReplacementResult:
             **(self.outcome.to_dict() if self.outcome else {}),
             "reason": self.reason,
         }
+
+
+class Answer(NamedTuple):
+    """What a method itself returns (:func:`hulk_env.replacement.methods.run_method` adds timing and the outcome).
+
+    Attributes:
+        placement: ``[D, L]`` full machine indices, or ``None``.
+        cost_evals: placements evaluated with the cost model.
+        reason: why there is no placement.
+    """
+
+    placement: np.ndarray | None
+    cost_evals: int
+    reason: str = ""
+
+
+ReplaceMethod = Callable[[ReplacementProblem, int, "int | None"], Answer]
 
 
 # ---- placement files (``hulk place --json`` output) ---------------------------------------------
