@@ -7,6 +7,7 @@ one line how to install it.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -45,8 +46,8 @@ def tune_command(
         print_json({
             "sweep_dir": str(result.sweep_dir),
             "best_config": str(result.best_config) if result.best_config else None,
-            "best": result.best.__dict__ if result.best else None,
-            "trials": [t.__dict__ for t in result.trials],
+            "best": asdict(result.best) if result.best else None,
+            "trials": [asdict(t) for t in result.trials],
         })  # fmt: skip
         return
     keys = list(result.trials[0].params) if result.trials else []

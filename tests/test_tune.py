@@ -80,8 +80,11 @@ def test_cli_bad_input_is_one_line(tmp_path):
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
     assert line.startswith(f"error: {space}: field 'ppo.nope': unknown key 'ppo.nope'; keys of 'ppo': learning_rate")
-    no_eval = CliRunner().invoke(app, ["tune", "--config", "smoke", "--space", str(space), "--set", "eval.eval_every=0"])
+    no_eval = CliRunner().invoke(
+        app, ["tune", "--config", "smoke", "--space", str(space), "--set", "eval.eval_every=0", "--out", str(tmp_path / "s2")]
+    )
     assert no_eval.exit_code == 2 and "training must evaluate" in no_eval.output
+    assert not (tmp_path / "sweep").exists() and not (tmp_path / "s2").exists()  # nothing written
 
 
 def test_four_trials_write_run_directories_and_the_best_config(tmp_path):
