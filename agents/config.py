@@ -92,7 +92,10 @@ class ImitationConfig:
             scratch); drawn from the training generator with seed ``train.seed``.
         methods: baselines whose fastest placement per instance is the demonstration.
         polish_budget: also run ``anneal`` with this budget per instance (``0`` = not).
-        epochs: behaviour-cloning passes over the demonstrations.
+        epochs: behaviour-cloning passes over the demonstrations (and after each DAgger round).
+        dagger_rounds: rounds of DAgger after cloning: the policy's own greedy episodes on the
+            demonstrated instances, every state labelled by :func:`agents.imitation.expert_action`,
+            added to the data, then ``epochs`` more passes.
         learning_rate: Adam's step size (cosine-decayed to 10%).
         batch_steps: slots per Adam step.
         vf_coef: weight of the value loss (the critic learns the demonstrations' returns).
@@ -103,6 +106,7 @@ class ImitationConfig:
     methods: list[str] = field(default_factory=lambda: ["latency-chain-dp", "partition", "compute-greedy"])
     polish_budget: int = 0
     epochs: int = 20
+    dagger_rounds: int = 0
     learning_rate: float = 1e-3
     batch_steps: int = 512
     vf_coef: float = 0.5
@@ -152,7 +156,8 @@ class TrainConfig:
     """The run.
 
     Attributes:
-        total_timesteps: environment steps to train for (over all envs).
+        total_timesteps: environment steps to train for (over all envs); 0 saves the untrained
+            network (the generalization experiment's control).
         seed: seeds Python, numpy, torch, the envs and the evaluation instances.
         n_envs: parallel environments (in-process ``DummyVecEnv``).
         torch_threads: ``torch.set_num_threads`` (small networks run fastest on few threads).

@@ -204,7 +204,7 @@ class NeighbourAttention(nn.Module):
             raise ValueError(f"hidden_dim {hidden} is not a multiple of heads {heads}")
         self.heads, self.head_dim = heads, hidden // heads
         self.norm = nn.LayerNorm(hidden)
-        self.proj = nn.Linear(hidden, hidden + 2 * heads)  # values | source scores | target scores
+        self.proj = nn.Linear(hidden, hidden + 2 * heads)  # values | target scores | source scores
         self.edge = nn.Linear(len(LINK_FEATURES), heads)
         self.out = nn.Linear(hidden, hidden)
         self.pooled = nn.Linear(2 * hidden, hidden, bias=False)
@@ -213,8 +213,8 @@ class NeighbourAttention(nn.Module):
         b, m, hidden = h.shape
         k = self.heads
         proj = self.proj(self.norm(h))
-        src = proj[..., hidden : hidden + k]  # [B, M, heads]
-        targets = gather_rows(torch.cat([proj[..., :hidden], proj[..., hidden + k :]], -1), obs.neighbours)
+        src = proj[..., hidden + k :]  # [B, M, heads]
+        targets = gather_rows(proj[..., : hidden + k], obs.neighbours)  # values and target scores, one gather
         values, dst = targets[..., :hidden], targets[..., hidden:]  # [B, M, K, H], [B, M, K, heads]
         logits = nn.functional.leaky_relu(src.unsqueeze(2) + dst + self.edge(obs.neighbour_links), 0.2)
         logits = logits.masked_fill(~obs.neighbour_mask.unsqueeze(-1), _NEG)
@@ -290,8 +290,8 @@ class PlacementGNN(BaseFeaturesExtractor):
         """Per-machine embeddings, signals and the pooled summary of a batch of observations."""
         b, m = obs.machine_mask.shape
         n = obs.layer_features.shape[1]
-        parts = [obs.machine_features] + ([obs.lookahead] if self.use_lookahead else [])
-        h = self.machine_in(torch.cat(parts, dim=-1))
+        machine_in = torch.cat([obs.machine_features, obs.lookahead], dim=-1) if self.use_lookahead else obs.machine_features
+        h = self.machine_in(machine_in)
         hidden = h.shape[-1]
 
         y = self.layer_in(obs.layer_features)

@@ -42,6 +42,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -348,47 +349,53 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
     """Behaviour cloning of ``policy`` (in place) on demonstrations of the training generator's
     instances (:mod:`agents.imitation`); writes ``eval/imitation.csv`` and ``bc_policy/``.
     Returns the :class:`agents.imitation.BCResult`."""
-    from agents.imitation import BCSettings, behaviour_cloning, demonstrate, replay
+    from agents.imitation import BCSettings, aggregate, behaviour_cloning, demonstrate, replay
     from agents.inference import instance_env
 
     im, tc = config.imitation, config.train
     log = print  # minutes of work before PPO's progress bar: say where it is
     rng = np.random.default_rng([tc.seed, IMITATION_SEED])
     started = time.perf_counter()
-    episodes, kept, total = [], 0, 0
+    make_env = partial(instance_env, lookahead=config.env.lookahead, shape=config.env.reward == "stay")
+    demos, episodes = [], []
     for i in range(im.demonstrations):
         demo = demonstrate(generator(rng), im.methods, tc.seed, polish_budget=im.polish_budget)
-        if demo is None:
-            continue
-        episode = replay(demo, lambda inst: instance_env(inst, config.env.lookahead, shape=config.env.reward == "stay"))
-        episodes.append(episode)
-        kept, total = kept + episode.steps, total + demo.placement.size
+        if demo is not None:
+            demos.append(demo)
+            episodes.append(replay(demo, make_env))
         if (i + 1) % 25 == 0 or i + 1 == im.demonstrations:
-            log(f"imitation: {i + 1}/{im.demonstrations} demonstrations, {kept}/{total} slots replayed "
+            log(f"imitation: {i + 1}/{im.demonstrations} demonstrations, {sum(e.relabelled for e in episodes)} of "
+                f"{sum(e.steps for e in episodes)} slots relabelled where the mask refused the demonstrated machine "
                 f"({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
     demo_s = time.perf_counter() - started
-    rows = ["epoch,loss,cross_entropy,value_loss,accuracy,wall_s"]
-
-    def on_epoch(e: Any) -> None:
-        rows.append(f"{e.epoch},{e.loss:.6f},{e.cross_entropy:.6f},{e.value_loss:.6f},{e.accuracy:.6f},{e.wall_s:.1f}")
-        atomic_write_text(run_dir / IMITATION_CSV, "\n".join(rows) + "\n")
-        log(f"imitation: epoch {e.epoch}/{im.epochs} cross-entropy {e.cross_entropy:.3f} accuracy {e.accuracy:.3f} "
-            f"({e.wall_s:.0f} s)", flush=True)  # fmt: skip
-
+    relabelled, slots = sum(e.relabelled for e in episodes), sum(e.steps for e in episodes)
+    rows = ["round,epoch,loss,cross_entropy,value_loss,accuracy,wall_s"]
     settings = BCSettings(
         epochs=im.epochs, learning_rate=im.learning_rate, batch_steps=im.batch_steps, vf_coef=im.vf_coef,
         seed=tc.seed, max_minutes=im.max_minutes,
     )  # fmt: skip
-    result = behaviour_cloning(policy, [e for e in episodes if e.steps], settings, on_epoch=on_epoch)
+    for rnd in range(1 + im.dagger_rounds):
+        if rnd:
+            episodes += [aggregate(policy, demo, make_env) for demo in demos]
+            log(f"imitation: DAgger round {rnd}: {len(episodes)} episodes ({time.perf_counter() - started:.0f} s)", flush=True)
+
+        def on_epoch(e: Any, rnd: int = rnd) -> None:
+            rows.append(f"{rnd},{e.epoch},{e.loss:.6f},{e.cross_entropy:.6f},{e.value_loss:.6f},{e.accuracy:.6f},{e.wall_s:.1f}")
+            atomic_write_text(run_dir / IMITATION_CSV, "\n".join(rows) + "\n")
+            log(f"imitation: round {rnd} epoch {e.epoch}/{im.epochs} cross-entropy {e.cross_entropy:.3f} "
+                f"accuracy {e.accuracy:.3f} ({e.wall_s:.0f} s)", flush=True)  # fmt: skip
+
+        result = behaviour_cloning(policy, episodes, settings, on_epoch=on_epoch)
     save_policy(
         policy, run_dir / BC_POLICY_DIR, policy_config=asdict(config.policy), padding=padding,
         lookahead=config.env.lookahead, extra={"num_timesteps": 0},
     )  # fmt: skip
     summary = {
-        "demonstrations": len(episodes), "complete": sum(e.complete for e in episodes),
-        "slots_replayed": kept, "slots_demonstrated": total,
-        "methods": {m: sum(e.method == m for e in episodes) for m in im.methods},
-        "demonstration_s": demo_s, "epochs": len(result.epochs), "stopped_early": result.stopped_early,
+        "demonstrations": len(demos), "slots": slots, "slots_relabelled": relabelled,
+        "methods": {m: sum(d.method == m for d in demos) for m in im.methods},
+        "demonstration_s": round(demo_s, 1), "dagger_rounds": im.dagger_rounds, "episodes": len(episodes),
+        "final_accuracy": result.epochs[-1].accuracy if result.epochs else None,
+        "imitation_s": round(time.perf_counter() - started, 1),
     }  # fmt: skip
     atomic_write_text(run_dir / IMITATION_JSON, json.dumps(summary, indent=2) + "\n")
     return result

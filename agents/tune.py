@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,7 +292,10 @@ def run_trial(params: Mapping[str, Any], *, base: dict, trials_dir: str, cwd: st
 
 def _trial_row(result: Any, sweep: Path, dims: Sequence[Dimension]) -> TrialRow:
     df = result.metrics_dataframe
-    name = trial_dir_name(result.metrics.get("trial_id") or Path(result.path).name.split("_")[-2])
+    # A trial that failed before reporting has no metrics: its id is in its directory's name
+    # (run_trial_<experiment>_<index>_...).
+    trial_id = result.metrics.get("trial_id") or re.match(r"\w+?_([0-9a-f]+_\d+)_", Path(result.path).name).group(1)
+    name = trial_dir_name(trial_id)
     best = float(df[METRIC].max()) if df is not None and METRIC in df else math.nan
     steps = int(df[TIME_ATTR].max()) if df is not None and TIME_ATTR in df else 0
     params = {d.key: result.config.get(d.key) for d in dims}

@@ -63,13 +63,16 @@ def curves_figure(run_dir: Path):
     val = read_rows(run_dir / "eval" / "evaluations.csv")
     fig, (ax_bc, ax_ppo) = plt.subplots(1, 2, figsize=(12, 4.2), dpi=100)
     if bc:
-        epochs = [r["epoch"] for r in bc]
+        epochs = list(range(1, len(bc) + 1))  # cumulative over the DAgger rounds
         ax_bc.plot(epochs, [r["cross_entropy"] for r in bc], "o-", ms=3, label="cross-entropy of the demonstrated machine")
         ax_acc = ax_bc.twinx()
         ax_acc.plot(epochs, [r["accuracy"] for r in bc], "s-", ms=3, color="C1", label="accuracy (masked argmax)")
         ax_acc.set_ylabel("accuracy")
         ax_acc.legend(loc="center right", fontsize=8)
-    ax_bc.set_xlabel("behaviour-cloning epoch")
+    for i in range(1, len(bc)):
+        if bc[i].get("round", 0) != bc[i - 1].get("round", 0):
+            ax_bc.axvline(i + 0.5, color="0.7", ls="--", lw=0.8)  # a DAgger round starts
+    ax_bc.set_xlabel("behaviour-cloning epoch (dashed: DAgger round)")
     ax_bc.set_ylabel("cross-entropy")
     ax_bc.legend(loc="upper right", fontsize=8)
     ax_bc.set_title("1. imitation of the best fast baseline", fontsize=9)

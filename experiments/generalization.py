@@ -8,10 +8,8 @@ are far smaller and shallower) -- plus a few fresh draws of the training distrib
 control. Each instance is also solved by the best per-instance search (``genetic`` and
 ``anneal`` with a large budget; the better one is the reference) and by ``latency-chain-dp``.
 
-The policy network is size-agnostic (one score per machine); only its observation padding is
-fixed when it is saved. For instances larger than the training padding the same weights are
-loaded into a network built for the instance's padding (checked here: on a training-size
-instance the widened network picks the same placement).
+The policy network is size-agnostic (:mod:`agents.gnn`): it reads every instance at its own
+size, whatever the training run's padding (``tests/test_agent_any_size.py``).
 
 Reported per instance and as geometric means: the gap ``T_policy / T_best - 1`` and the decision
 time (wall seconds of one placement) of the policy against the searches.

@@ -75,7 +75,7 @@ def test_beats_naive_on_the_default_instance():
     assert t < 0.5 * cost.iteration_time(inst.cluster, inst.workload, naive.placement)
 
 
-def v100_cluster_instance(model: str) -> "object":
+def v100_cluster_instance(model: str):
     """64 single-V100 (32 GB) machines in 4 cities: memory binds with the real 1F1B stash."""
     from hulk_env.cluster import geo_cluster
     from hulk_env.instance import Instance

@@ -93,7 +93,6 @@ def test_generalization_quick(tmp_path):
             assert float(r["gap_to_best_search"]) >= -1e-12  # the best search is the reference
     summary = read_rows(out / "summary.csv")
     assert any(r["method"] == "policy" and r["geomean_gap_to_best_search"] for r in summary)
-    assert "widening check" in (out / "summary.md").read_text()
     for name in ("gap_and_time.png", "leaderboard.png", "curves.png"):
         assert_sensible_png(out / name)
 

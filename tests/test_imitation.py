@@ -174,3 +174,28 @@ def test_cloning_makes_the_greedy_policy_reproduce_the_demonstrations(toy_episod
 def test_cloning_needs_episodes():
     with pytest.raises(ValueError, match="at least one episode"):
         behaviour_cloning(_policy(), [], BCSettings(epochs=1))
+
+
+def test_training_starts_from_imitation_and_selects_on_validation(tmp_path):
+    """``imitation.demonstrations > 0``: behaviour cloning (with a DAgger round) before PPO, its
+    curve and summary written, the cloned policy evaluated as step 0; a resume skips it."""
+    import json
+
+    from agents.config import load_config
+    from agents.saved_policy import load_policy
+    from agents.train import train
+
+    overrides = ["env.generator=generalist", "env.machines=[4,6]", "env.heldout_suite=tiny-v0", "env.lookahead=false",
+                 "imitation.demonstrations=4", "imitation.epochs=2", "imitation.dagger_rounds=1",
+                 f"train.out={tmp_path}", "train.name=bc", "eval.n_eval_episodes=2"]  # fmt: skip
+    run = train(load_config("smoke", overrides))
+    curve = (run / "eval" / "imitation.csv").read_text().splitlines()
+    assert curve[0].startswith("round,epoch") and len(curve) == 1 + 2 * 2
+    summary = json.loads((run / "eval" / "imitation.json").read_text())
+    assert summary["demonstrations"] == 4 and summary["episodes"] == 8 and summary["slots"] > 0
+    rows = (run / "eval" / "evaluations.csv").read_text().splitlines()
+    assert rows[1].startswith("0,")  # the cloned policy, before any PPO step
+    assert load_policy(run / "bc_policy").meta["num_timesteps"] == 0
+    assert load_policy(run).meta["env_id"] == "hulk/Placement-v1"
+    again = train(resume=run)
+    assert (again / "eval" / "imitation.csv").read_text().splitlines() == curve  # not cloned again

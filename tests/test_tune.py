@@ -120,3 +120,16 @@ def test_four_trials_write_run_directories_and_the_best_config(tmp_path):
         rows = list(csv.DictReader(fh))
     assert [r["trial"] for r in rows] == [t.trial for t in result.trials]
     assert {r["status"] for r in rows} <= {"finished", "stopped early (ASHA)"}
+
+
+def test_a_failing_trial_is_listed_with_its_error(tmp_path):
+    pytest.importorskip("ray")
+    # Each value is valid alone; together they are not (hidden_dim must divide into heads).
+    space = _space(tmp_path, "policy.heads: [3]\npolicy.hidden_dim: [16]\n")
+    result = tune(TuneSettings("smoke", space, trials=1, out=tmp_path / "sweep", overrides=SHORT))
+    (trial,) = result.trials
+    assert trial.status.startswith("error: ") and "multiple of heads 3" in trial.status
+    assert math.isnan(trial.val_speedup) and result.best is None and result.best_config is None
+    with (tmp_path / "sweep" / "trials.csv").open() as fh:
+        assert [r["status"] for r in csv.DictReader(fh)] == [trial.status]
+    assert not (tmp_path / "sweep" / "best_config.yaml").exists()

@@ -61,6 +61,7 @@ MANIFEST = "evaluate.json"
 MANIFEST_FORMAT = 1
 MAX_RETRIES = 3  # Ray re-runs a task whose worker died this many times
 CONNECT_TIMEOUT_S = 5.0
+WORKER_NICENESS_ENV = "RAY_worker_niceness"  # read by the raylet that ray.init starts
 _COMPARED = tuple(c for c in RESULT_COLUMNS if c != "wall_s")  # what "the same rows" means
 
 
@@ -471,6 +472,9 @@ def ray_session(address: str, workers: int | None = None) -> Iterator[int]:
         kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": "error", "log_to_driver": False}
         if address == "local":
             kwargs["num_cpus"] = workers or os.cpu_count() or 1
+            # Ray starts workers at nice 15 (to keep its own daemons responsive): on a shared
+            # machine they would then get a fraction of the CPU a serial run gets.
+            os.environ.setdefault(WORKER_NICENESS_ENV, "0")
         else:
             check_reachable(address)
             kwargs["address"] = address

@@ -499,6 +499,7 @@ class ImitationSection(Strict):
     methods: list[Name]
     polish_budget: Number(0, limits.MAX_BUDGET, integer=True, limit_high="MAX_BUDGET")
     epochs: Number(0, 10**5, integer=True)
+    dagger_rounds: Number(0, 100, integer=True)
     learning_rate: Number(0, 1, positive=True)
     batch_steps: Number(1, 10**7, integer=True)
     vf_coef: Number(0, 100)
@@ -535,7 +536,7 @@ class PPOSection(Strict):
 
 class TrainSection(Strict):
     WHAT: ClassVar[str] = "'train'"
-    total_timesteps: Number(1, limits.MAX_TIMESTEPS, integer=True, limit_high="MAX_TIMESTEPS")
+    total_timesteps: Number(0, limits.MAX_TIMESTEPS, integer=True, limit_high="MAX_TIMESTEPS")
     seed: Number(0, limits.MAX_SEED, integer=True, limit_high="MAX_SEED")
     n_envs: Number(1, limits.MAX_ENVS, integer=True, limit_high="MAX_ENVS")
     torch_threads: Number(1, limits.MAX_THREADS, integer=True, limit_high="MAX_THREADS")

@@ -1,0 +1,58 @@
+"""The shipped policy's methods: ``gnn-ppo`` and ``gnn-ppo+search`` work right after install."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from agents.methods import (
+    AGENT_METHODS,
+    POLISH_BUDGET,
+    PRETRAINED_DIR,
+    agent_methods,
+    pretrained_policy,
+)
+from hulk_env import cost
+from hulk_env.evaluation import load_suite
+
+
+@pytest.fixture(scope="module")
+def methods():
+    return agent_methods()
+
+
+def test_the_pretrained_policy_ships_weights_only_with_its_config():
+    for name in ("policy.json", "weights.pt", "config.yaml", "TRAINING.md"):
+        assert (PRETRAINED_DIR / name).is_file(), name
+    meta = json.loads((PRETRAINED_DIR / "policy.json").read_text())
+    assert meta["env_id"] == "hulk/Placement-v1" and meta["observation"] == {"lookahead": False}
+    assert (PRETRAINED_DIR / "weights.pt").stat().st_size < 5 * 2**20  # a few MB at most
+    assert "python -m experiments.generalist" in (PRETRAINED_DIR / "TRAINING.md").read_text()
+    assert pretrained_policy().policy is pretrained_policy().policy  # loaded once
+
+
+def test_both_methods_are_registered(methods):
+    assert {"gnn-ppo", "gnn-ppo+search"} <= set(AGENT_METHODS) <= set(methods)
+
+
+@pytest.mark.parametrize("index", [0, 3])
+def test_search_polish_is_never_worse_than_the_policy_and_stays_in_budget(methods, index):
+    inst = load_suite("unseen-v0")[index]
+    greedy = methods["gnn-ppo"](inst, 0, None)
+    polished = methods["gnn-ppo+search"](inst, 0, 2_000)
+    assert greedy.feasible and polished.feasible
+    t_greedy, t_polished = (cost.iteration_time(inst.cluster, inst.workload, r.placement) for r in (greedy, polished))
+    assert t_polished <= t_greedy * (1 + 1e-12)
+    # every cost-model call counted (the rollouts' and the search's), within the budget
+    assert greedy.cost_evals >= 1 and polished.cost_evals <= 2_000 + 8
+    assert POLISH_BUDGET == 5_000
+
+
+def test_sampling_more_never_hurts(methods):
+    inst = load_suite("unseen-v0")[4]
+    one, more = (methods["gnn-ppo"](inst, 0, b) for b in (None, 4))
+    t = [cost.iteration_time(inst.cluster, inst.workload, r.placement) for r in (one, more)]
+    assert t[1] <= t[0] * (1 + 1e-12) and more.cost_evals > one.cost_evals
+    assert np.array_equal(one.placement, methods["gnn-ppo"](inst, 0, None).placement)  # same seed, same placement
