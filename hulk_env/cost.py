@@ -213,29 +213,39 @@ def _count(placements: int) -> None:
         counter.evals += placements
 
 
-def evaluate(cluster: Cluster, workload: Workload, placement: np.ndarray) -> IterationCost:
-    """Full breakdown of one placement ``[D, L]`` (scalars and per-machine arrays)."""
-    batch = evaluate_batch(cluster, workload, validate_placement(placement, cluster, workload))
+def evaluate(cluster: Cluster, workload: Workload, placement: np.ndarray, dense_links: bool = True) -> IterationCost:
+    """Full breakdown of one placement ``[D, L]`` (scalars and per-machine arrays; see
+    :func:`evaluate_batch` for ``dense_links``)."""
+    batch = evaluate_batch(cluster, workload, validate_placement(placement, cluster, workload), dense_links)
     first = (getattr(batch, k)[0] for k in IterationCost._fields)
     return IterationCost(*(v.item() if np.ndim(v) == 0 else v for v in first))
 
 
-def evaluate_batch(cluster: Cluster, workload: Workload, placements: np.ndarray) -> IterationCost:
+def evaluate_batch(
+    cluster: Cluster, workload: Workload, placements: np.ndarray, dense_links: bool = True
+) -> IterationCost:
     """Full breakdown of a batch ``[N, D, L]``; fields gain a leading ``N`` axis.
 
-    ``link_s_per_mb`` is ``[N, M, M]``: for large batches prefer :func:`iteration_times`.
+    ``link_s_per_mb`` is ``[N, M, M]``: for large batches prefer :func:`iteration_times`. With
+    ``dense_links=False`` it is left empty (``[N, 0, 0]``) and the link bottleneck is found
+    without it (same values and link index), for callers that do not need every link (the env
+    on thousands of machines).
     """
     mach = validate_placement(placements, cluster, workload, batch=True)
     _count(len(mach))
     compute = machine_compute_s(cluster, workload, mach)
-    links = link_occupancy_s(cluster, workload, mach)
     n, m = compute.shape
-    flat_links = links.reshape(n, m * m)
     max_compute = compute.max(axis=1)
-    max_link = flat_links.max(axis=1)
+    if dense_links:
+        links = link_occupancy_s(cluster, workload, mach)
+        flat_links = links.reshape(n, m * m)
+        max_link, link_index = flat_links.max(axis=1), flat_links.argmax(axis=1)
+    else:
+        links = np.zeros((n, 0, 0))
+        max_link, link_index = _link_bottleneck(cluster, workload, mach)
     bottleneck = np.maximum(max_compute, max_link)
     kind = np.where(max_link > max_compute, BOTTLENECK_LINK, BOTTLENECK_MACHINE)
-    index = np.where(kind == BOTTLENECK_LINK, flat_links.argmax(axis=1), compute.argmax(axis=1))
+    index = np.where(kind == BOTTLENECK_LINK, link_index, compute.argmax(axis=1))
     first = first_micro_batch_s(cluster, workload, mach)
     pipeline = pipeline_time_s(workload, first, bottleneck, stash_micro_batches(workload, mach))
     dp = dp_sync_s(cluster, workload, mach)
@@ -324,17 +334,17 @@ def link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> 
     return np.bincount(slots, weights=weights, minlength=n * m * m).reshape(n, m, m)
 
 
-def _max_link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
-    """``[N]`` ``max_ab X_ab`` without the dense ``[N, M, M]`` matrix.
+def _pair_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per placement, the unordered machine pairs of its transfers (sorted keys ``min * M + max``)
+    and, at each key's last transfer, ``max(X_ab, X_ba)``: ``[N, D E]`` each, no ``[N, M, M]``.
 
     Both directions of a machine pair carry the same bytes (activations one way, their gradients
     the other), so ``X_ab = S_{ab} / beta_ab`` with ``S`` the bytes over the unordered pair, and
     ``max(X_ab, X_ba) = S_{ab} / min(beta_ab, beta_ba)``. Transfers are sorted by pair id and
-    summed per pair with a running sum that restarts at each new pair.
+    summed per pair with a running sum that restarts at each new pair (a pair's earlier
+    positions hold partial sums, never more than its total).
     """
     n = len(mach)
-    if len(workload.edges) == 0:
-        return np.zeros(n)
     m = cluster.num_machines
     src, dst = mach[:, :, workload.edges[:, 0]], mach[:, :, workload.edges[:, 1]]
     keys = (np.minimum(src, dst) * m + np.maximum(src, dst)).reshape(n, -1).astype(np.int32)
@@ -348,7 +358,31 @@ def _max_link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray
     pos = np.where(starts, np.arange(keys.shape[1]), 0)
     np.maximum.accumulate(pos, axis=1, out=pos)
     pair_bytes = csum - np.take_along_axis(csum - sent, pos, axis=1)
-    return (pair_bytes / cluster.pair_bandwidth_bps.ravel()[keys]).max(axis=1)
+    return keys, pair_bytes / cluster.pair_bandwidth_bps.ravel()[keys]
+
+
+def _max_link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+    """``[N]`` ``max_ab X_ab`` without the dense ``[N, M, M]`` matrix (:func:`_pair_occupancy_s`)."""
+    if len(workload.edges) == 0:
+        return np.zeros(len(mach))
+    return _pair_occupancy_s(cluster, workload, mach)[1].max(axis=1)
+
+
+def _link_bottleneck(cluster: Cluster, workload: Workload, mach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[N]`` ``max_ab X_ab`` and its link ``a * M + b``, as the dense matrix's ``max`` and
+    ``argmax`` would give them (the pair's slower direction; the lowest index on ties), without
+    building it."""
+    n = len(mach)
+    if len(workload.edges) == 0:
+        return np.zeros(n), np.zeros(n, dtype=np.int64)
+    m = cluster.num_machines
+    keys, occupancy = _pair_occupancy_s(cluster, workload, mach)
+    low, high = np.divmod(keys.astype(np.int64), m)
+    bw = cluster.bandwidth_bps
+    directed = np.where(bw[low, high] <= bw[high, low], low * m + high, high * m + low)
+    top = occupancy.max(axis=1)
+    index = np.where(occupancy == top[:, None], directed, np.iinfo(np.int64).max).min(axis=1)
+    return top, index
 
 
 def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:

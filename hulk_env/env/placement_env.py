@@ -10,7 +10,7 @@ import numpy as np
 from gymnasium import spaces
 
 from hulk_env import cost
-from hulk_env.env.observation import build_static, observation_space
+from hulk_env.env.observation import build_static, observation_space, placement_cost
 from hulk_env.env.state import (
     EpisodeState,
     apply,
@@ -327,10 +327,7 @@ class PlacementEnv(gym.Env):
     def _finish(self, s: EpisodeState, info: dict[str, Any]) -> float:
         static = s.static
         inst = static.instance
-        # evaluate_batch of one placement, kept as numpy scalars (cost.evaluate would check the
-        # placement twice and convert every field: a tenth of a short episode's time)
-        batch = cost.evaluate_batch(inst.cluster, inst.workload, s.placement[None])
-        breakdown = cost.IterationCost(*(field[0] for field in batch))
+        breakdown = placement_cost(inst, s.placement)
         time_s = float(breakdown.iteration_time_s)
         info.update(
             dead_end=False,
