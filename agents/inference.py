@@ -48,10 +48,15 @@ def masked_logits(policy: Any, obs: dict[str, np.ndarray], mask: np.ndarray, sta
 
     from agents.gnn import read_observation
 
+    forbidden = ~torch.from_numpy(np.asarray(mask, dtype=bool))
+    if not hasattr(policy, "observation_logits"):  # a plain SB3 policy (the ablations' MLP)
+        with torch.no_grad():
+            logits = policy.get_distribution(policy.obs_to_tensor(obs)[0]).distribution.logits[0]
+        return logits.masked_fill(forbidden, -torch.inf), static
     tensors = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)).unsqueeze(0) for k, v in obs.items()}
     read = read_observation(tensors, static)
     logits = policy.observation_logits(read)[0]
-    return logits.masked_fill(~torch.from_numpy(np.asarray(mask, dtype=bool)), -torch.inf), read
+    return logits.masked_fill(forbidden, -torch.inf), read
 
 
 class Rollout(NamedTuple):
