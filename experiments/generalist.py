@@ -68,13 +68,14 @@ def curves_figure(run_dir: Path):
         ax_acc = ax_bc.twinx()
         ax_acc.plot(epochs, [r["accuracy"] for r in bc], "s-", ms=3, color="C1", label="accuracy (masked argmax)")
         ax_acc.set_ylabel("accuracy")
-        ax_acc.legend(loc="center left", fontsize=8)
+        handles = ax_bc.get_legend_handles_labels()[0] + ax_acc.get_legend_handles_labels()[0]
+        ax_bc.legend(handles, [h.get_label() for h in handles], loc="upper center", bbox_to_anchor=(0.5, -0.16),
+                     ncol=2, fontsize=8)  # fmt: skip
     for i in range(1, len(bc)):
         if bc[i].get("round", 0) != bc[i - 1].get("round", 0):
             ax_bc.axvline(i + 0.5, color="0.7", ls="--", lw=0.8)  # a DAgger round starts
     ax_bc.set_xlabel("behaviour-cloning epoch (dashed: DAgger round)")
     ax_bc.set_ylabel("cross-entropy")
-    ax_bc.legend(loc="lower left", fontsize=8)
     ax_bc.set_title("1. imitation of the best fast baseline", fontsize=9)
     if val:
         ax_ppo.plot([r["timesteps"] for r in val], [r["mean_speedup"] for r in val], "o-", label="val-v0 (greedy)")
