@@ -39,7 +39,7 @@ from hulk_env.validation import limits
 from hulk_env.validation.reading import read_bytes, safe_repr
 
 POLICY_FORMAT = "hulk-policy/1"
-ENV_ID_V0 = "hulk/Placement-v0"  # policies of the dense observation (before issue 10): refused with a clear line
+ENV_ID_V0 = "hulk/Placement-v0"  # policies of the dense observation (Placement-v0, [M, M] link matrices): refused with a clear line
 POLICY_JSON = "policy.json"
 WEIGHTS_FILE = "weights.pt"
 

@@ -240,7 +240,7 @@ def test_region_links_aliases_and_default_bandwidth(tmp_path):
         "  - {a: Neimeng, b: tokyo-0, latency_ms: 30}\n"
     )
     c = load_cluster_file(file)
-    # an alias keeps the name the user gave (issue 11), and a link may name the city another way
+    # an alias keeps the name the user gave, and a link may name the city another way
     assert [mc.name for mc in c.machines] == ["hohhot-0", "hohhot-1", "tokyo-0"]
     assert c.regions == ("hohhot", "Tokyo")
     np.testing.assert_allclose(c.latency_s[:2, 2], 0.030)

@@ -1,4 +1,4 @@
-"""The command line of issue 11: `hulk import hf|torch`, the model flags of place/evaluate,
+"""The model and cluster inputs of the command line: `hulk import hf|torch`, the model flags of place/evaluate,
 cloud regions and round-trip links in `hulk show cluster --links`, infeasibility messages."""
 
 from __future__ import annotations
