@@ -29,25 +29,36 @@ this order (the first that fits is the one applied):
 * **relabel**: ``a`` and ``w`` trade everything ``W`` still has to place (all replicas, from
   slot ``t`` on); ``a`` keeps what is placed on it. Allowed when both fit and the open
   replica gains no machine (other replicas' depths are unchanged by a relabelling). This is
-  what lets a replica take machines the witness kept for a later one.
+  what lets a replica take machines the witness kept for a later one;
+* **re-plan** (:func:`replan`): everything after slot ``t`` is placed afresh on the memory the
+  placed slots leave -- the open replica's rest on ``a``, its other machines, then the roomiest
+  new ones; each later replica on the roomiest machines -- and the result is checked by the cost
+  model's memory rule. It is what admits a heuristic's moves when ``W`` was built for a very
+  different placement (a deeper first replica, another split of machines between replicas):
+  a learner imitating ``latency-chain-dp`` would otherwise be refused a demonstrated move on
+  about a third of memory-tight or multi-replica instances. Tried only for machines the cheap
+  repairs refuse, that have room for the slot, at most ``REPLAN_CANDIDATES`` per step (the
+  previous layer's machine first, then the roomiest).
 
 Cost: each test is a handful of numpy operations on ``[M]`` vectors for all machines at once
 (no ``[M, M]`` work). When every machine passed the last full test and its thresholds still
 hold, only the machines the last step touched are tested again (``O(1)``: the common step on a
-cluster with room). The relabel test runs only when some machine is still masked; a relabel or
+cluster with room). The relabel test runs only when some machine is still masked, the re-plan
+only when one still is after it (``O(D L)`` numpy work per candidate); a relabel, a re-plan or
 a new replica rebuilds the bookkeeping from the cost model's rule (``O(D L + M)``).
 
 Sound by construction (every allowed action comes with a feasible completion), exact for the
-slot itself, but conservative: completions that need a larger re-plan of ``W`` are not
-searched for. :func:`mask_conservativeness` measures how much by exhaustive enumeration. On the
+slot itself, but conservative: the re-plan is one greedy construction, not a search over all
+completions. :func:`mask_conservativeness` measures how much by exhaustive enumeration. On the
 20 instances of ``tiny-v0`` (toy clusters whose memory binds often), over every state the mask
-lets an episode reach (2,604), it hides 84 of the 6,575 truly completable actions (1.3%; per
-instance: mean 1.5%, worst 9.5%, 10 instances with none hidden), and allows no action without a
-completion.
+lets an episode reach (3,672), it hides 3 of the 9,181 truly completable actions (0.03%; per
+instance: mean 0.4%, worst 4.3%, 17 instances with none hidden), and allows no action without a
+completion. Before the re-plan repair it hid 84 of 6,575 (1.3%, worst 9.5%).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -62,7 +73,10 @@ from hulk_env.instance import Instance
 # another summation order (cost.memory_use_bytes) cannot turn an allowed placement into an
 # infeasible one; 1e-9 of 80 GB is 80 bytes.
 MEMORY_RTOL = 1e-9
-STAY, SWAP, EXCHANGE, RELABEL = 0, 1, 2, 3  # how an allowed action repairs the witness
+STAY, SWAP, EXCHANGE, RELABEL, REPLAN = 0, 1, 2, 3, 4  # how an allowed action repairs the witness
+# Machines a step tests with a re-plan (the costly repair) when the cheap ones refuse them: the
+# previous layer's machine first, then the roomiest. Bounds a step's cost on large clusters.
+REPLAN_CANDIDATES = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,7 +169,8 @@ class Witness:
 
     # copied as they are by clone(); every other attribute is an array or a list (copied)
     _SCALARS = frozenset({"static", "_state", "_stash", "_num_layers", "_gpipe", "_stash_by_depth", "t", "_step",
-                          "depth", "k", "_max_partner_state", "_max_partner_stash", "_headroom_lb", "epoch", "touched", "_all_allowed"})
+                          "depth", "k", "_max_partner_state", "_max_partner_stash", "_headroom_lb", "epoch", "touched", "_all_allowed",
+                          "_plans_t"})
 
     def __init__(self, static: CompletionStatic, placement: np.ndarray) -> None:
         self.static = static
@@ -172,6 +187,8 @@ class Witness:
         self.t = 0
         self.epoch = 0
         self.touched: tuple[int, ...] = ()
+        self._plans: dict[int, np.ndarray] = {}  # machine -> re-planned W, for slot _plans_t
+        self._plans_t = -1
         self._rebuild()
         if float(self.slack.min()) < 0:
             m = int(np.argmin(self.slack))
@@ -304,7 +321,42 @@ class Witness:
         mask[w] = True
         if np.count_nonzero(mask) < s.num_machines:
             mask |= self._relabel_mask(w, layer)
+            if np.count_nonzero(mask) < s.num_machines:
+                self._replan_mask(mask, layer)
         return mask
+
+    def _replan_mask(self, mask: np.ndarray, layer: int) -> None:
+        """Allow masked machines for which :func:`replan` finds a completion (kept for commit)."""
+        if self._plans_t == self.t:
+            for a in self._plans:
+                mask[a] = True
+            return
+        self._plans_t, self._plans = self.t, {}
+        s = self.static
+        placed_before = np.asarray(self._placed_before)
+        # Necessary: the machine has room for the slot at the smallest stash count (depth 1).
+        k1 = s.stash_by_depth[1]
+        free = s.capacity_bytes - placed_before - np.asarray(self._open_state) - k1 * np.asarray(self._open_stash)
+        need = self._state[layer] + k1 * self._stash[layer]
+        cand = np.flatnonzero(~mask & (free >= need))
+        if not len(cand):
+            return
+        order = cand[np.argsort(-free[cand], kind="stable")].tolist()
+        prev = self.row[layer - 1] if layer else -1
+        if prev in order:
+            order.remove(prev)
+            order.insert(0, prev)
+        open_state, open_stash = np.asarray(self._open_state), np.asarray(self._open_stash)
+        outside = self.outside_placed(layer)
+        for a in order[:REPLAN_CANDIDATES]:
+            plan = replan(s, self.placement, self.t, a, placed_before, open_state, open_stash)
+            if plan is not None:
+                self._plans[a] = plan
+                mask[a] = True
+            elif outside[a]:
+                # Machines new to the replica are tried roomiest first: one with less room
+                # would fill fewer layers from the same pool, so stop (conservative, cheap).
+                break
 
     def _relabel_mask(self, w: int, layer: int) -> np.ndarray:
         """Machines ``a`` whose future slots (all of ``W`` from the cursor on) may trade places
@@ -330,6 +382,12 @@ class Witness:
             elif not grow_ok or slack_i < need_out:
                 return False
         return True
+
+    def outside_placed(self, layer: int) -> np.ndarray:
+        """``[M]`` bool: machines holding none of the open replica's placed layers."""
+        out = np.ones(self.static.num_machines, dtype=bool)
+        out[self.row[:layer]] = False
+        return out
 
     def _holds_placed(self, w: int, layer: int) -> bool:
         """Whether ``w`` holds a placed layer of the open replica."""
@@ -383,6 +441,8 @@ class Witness:
             return EXCHANGE
         if self._relabel_mask(w, self.t % self._num_layers)[a]:
             return RELABEL
+        if self._plans_t == self.t and a in self._plans:
+            return REPLAN
         return -1
 
     def commit(self, a: int) -> None:
@@ -412,6 +472,9 @@ class Witness:
                 on_w = future == w
                 future[future == a] = w
                 future[on_w] = a
+            if kind in (RELABEL, REPLAN):
+                if kind == REPLAN:
+                    self.placement = self._plans[a].copy()
                 self.t = t + 1
                 self._rebuild()
                 return
@@ -483,6 +546,119 @@ class Witness:
 
 
 _BIG = 1e300  # "never": a threshold no slack reaches (inf would give 0 * inf = nan)
+
+
+# ---- the re-plan repair ------------------------------------------------------------------------
+
+
+def _depth_bounds(start: int, most: int) -> list[int]:
+    """Pipeline depths a re-plan tries as the bound of a replica's stash: ``start``, then
+    doubling steps up to ``most`` (a deeper bound means more stash per layer, more room)."""
+    out, step = [], 1
+    d = max(1, start)
+    while d < most:
+        out.append(d)
+        d, step = start + step, step * 2
+    out.append(max(1, most))
+    return out
+
+
+def _fill(need: np.ndarray, order: np.ndarray, free: np.ndarray, members: int, max_depth: int) -> np.ndarray | None:
+    """``[len(need)]`` machines when layers with ``need`` bytes fill ``order`` first-fit and
+    contiguously (each machine takes as many of the next layers as fit in ``free``), using at
+    most ``max_depth`` distinct machines of which the first ``members`` of ``order`` are already
+    counted; ``None`` when they do not fit that way."""
+    n = len(need)
+    out = np.empty(n, dtype=np.int64)
+    total = np.cumsum(need).tolist()  # scalar bisects: lists beat numpy calls here
+    done, depth = 0, members
+    for i, mach in enumerate(order.tolist()):
+        if done == n:
+            break
+        base = total[done - 1] if done else 0.0
+        take = bisect_right(total, base + float(free[mach]), lo=done) - done
+        if take <= 0:
+            if i >= members:
+                return None  # the rest of `order` is sorted by room: none of them fits either
+            continue
+        if i >= members:
+            depth += 1
+            if depth > max_depth:
+                return None
+        out[done : done + take] = mach
+        done += take
+    return out if done == n else None
+
+
+def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, placed_before: np.ndarray,
+           open_state: np.ndarray | None = None, open_stash: np.ndarray | None = None) -> np.ndarray | None:
+    """A complete placement that keeps slots ``< t`` of ``placement``, puts slot ``t`` on ``a``
+    and re-places everything after it from scratch, or ``None`` when this construction finds
+    none (a sound test: a returned placement fits by the cost model's rule, checked).
+
+    The open replica's remaining layers fill ``a`` first, then the machines it already holds,
+    then new machines, roomiest first; every later replica fills the roomiest machines. Each
+    replica's stash count is bounded by a pipeline depth tried in growing steps: a fill that
+    stays within the bound fits at its real (smaller or equal) stash count.
+
+    Args:
+        static: the instance's :class:`CompletionStatic`.
+        placement: ``[D, L]`` with the placed slots (``< t``) in front.
+        placed_before: ``[M]`` bytes the complete replicas before slot ``t``'s use.
+        open_state, open_stash: ``[M]`` state and per-micro-batch stash bytes of the open
+            replica's placed layers (computed from ``placement`` when not given).
+    """
+    s = static
+    n_layers, d_par, m = s.num_layers, s.data_parallel, s.num_machines
+    r, layer = divmod(t, n_layers)
+    head = placement[r, : layer + 1].copy()
+    head[layer] = a
+    if open_state is None or open_stash is None:
+        open_state = np.bincount(head[:layer], weights=s.state_bytes[:layer], minlength=m)
+        open_stash = np.bincount(head[:layer], weights=s.stash_bytes[:layer], minlength=m)
+    member = np.zeros(m, dtype=bool)
+    member[head] = True
+    members = np.flatnonzero(member)
+    out = np.array(placement, dtype=np.int64, copy=True)
+    used = np.asarray(placed_before, dtype=np.float64)
+    most = min(m, n_layers)
+    # the open replica: a, its other machines, then new ones (each group roomiest first)
+    placed_row = None
+    base_free = s.capacity_bytes - used - open_state
+    for depth in _depth_bounds(len(members), most):
+        k = s.stash_by_depth[depth]
+        need = s.state_bytes + k * s.stash_bytes
+        free = base_free - k * open_stash
+        free[a] -= need[layer]
+        if free[members].min() < 0:
+            break  # a deeper bound only adds stash to what is placed
+        key = np.where(member, free + 2.0 * float(s.capacity_bytes.max()) + 1.0, free)
+        key[a] = np.inf
+        order = np.argsort(-key, kind="stable")
+        tail = _fill(need[layer + 1 :], order, free, len(members), depth)
+        if tail is not None:
+            placed_row = np.concatenate((head, tail))
+            break
+    if placed_row is None:
+        return None
+    out[r] = placed_row
+    for rr in range(r, d_par):
+        if rr > r:
+            free_all = s.capacity_bytes - used
+            order = np.argsort(-free_all, kind="stable")
+            placed_row = None
+            for depth in _depth_bounds(1, most):
+                k = s.stash_by_depth[depth]
+                placed_row = _fill(s.state_bytes + k * s.stash_bytes, order, free_all, 0, depth)
+                if placed_row is not None:
+                    break
+            if placed_row is None:
+                return None
+            out[rr] = placed_row
+        if rr + 1 < d_par:
+            k_real = s.stash_by_depth[int(np.count_nonzero(np.bincount(placed_row, minlength=m)))]
+            used = used + np.bincount(placed_row, weights=s.state_bytes + k_real * s.stash_bytes, minlength=m)
+    return out if float(s.slack_bytes(out).min()) >= 0 else None
 
 
 # ---- measuring the mask ------------------------------------------------------------------------

@@ -102,20 +102,20 @@ def test_mask_is_sound_and_hides_little_on_tiny_v0():
     total = sum(per_instance, Conservativeness(0, 0, 0, 0, 0))
     assert total.unsound == 0  # every allowed action has a memory-feasible completion
     assert total.states > 1000 and total.completable > total.states
-    assert total.hidden_share < 0.03
+    assert total.hidden_share < 0.01
     # The figures the module docstring states are the measured ones.
     doc = " ".join(completion.__doc__.split())
     shares = [c.hidden_share for c in per_instance]
     stated = (
         f"reach ({total.states:,}), it hides {total.hidden} of the {total.completable:,} truly completable "
-        f"actions ({100 * total.hidden_share:.1f}%; per instance: mean {100 * np.mean(shares):.1f}%, "
+        f"actions ({100 * total.hidden_share:.2f}%; per instance: mean {100 * np.mean(shares):.1f}%, "
         f"worst {100 * max(shares):.1f}%, {sum(1 for x in shares if x == 0)} instances with none hidden)"
     )
     assert stated in doc, f"update the docstring of hulk_env/completion.py: {stated}"
     from hulk_env.env import PlacementEnvV1
 
     env_doc = " ".join(PlacementEnvV1.__doc__.split())
-    short = f"it hides {total.hidden} of {total.completable:,} truly completable actions ({100 * total.hidden_share:.1f}%"
+    short = f"it hides {total.hidden} of {total.completable:,} truly completable actions ({100 * total.hidden_share:.2f}%"
     assert short in env_doc, f"update PlacementEnvV1's docstring: {short}"
 
 
