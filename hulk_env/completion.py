@@ -103,6 +103,7 @@ class CompletionStatic:
     stash_bytes: np.ndarray
     stash_by_depth: tuple[int, ...]
     _prefix_workloads: dict = field(default_factory=dict, repr=False)
+    _need_cumsums: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, instance: Instance) -> CompletionStatic:
@@ -119,6 +120,24 @@ class CompletionStatic:
             stash_bytes=layer_memory_bytes(instance, 1) - state,
             stash_by_depth=tuple(stash_count(instance, d) for d in range(instance.num_machines + 2)),
         )
+
+    def need_cumsum(self, k: int) -> list[float]:
+        """Cumulative bytes of a replica's layers at stash count ``k`` (cached; re-plan fills)."""
+        out = self._need_cumsums.get(k)
+        if out is None:
+            out = self._need_cumsums[k] = np.cumsum(self.state_bytes + k * self.stash_bytes).tolist()
+        return out
+
+    def fewest_machines(self, free_desc: np.ndarray) -> int:
+        """A lower bound of the machines a whole replica needs, given the free bytes sorted
+        roomiest first: the smallest ``d`` whose ``d`` roomiest machines hold its bytes at
+        depth ``d``'s stash count (``len + 1`` when none does)."""
+        most = min(len(free_desc), self.num_layers)
+        d = np.arange(1, most + 1)
+        k = np.asarray(self.stash_by_depth[1 : most + 1])
+        need = float(self.state_bytes.sum()) + k * float(self.stash_bytes.sum())
+        ok = np.flatnonzero(np.cumsum(free_desc[:most]) >= need)
+        return int(d[ok[0]]) if len(ok) else most + 1
 
     def slack_bytes(self, placement: np.ndarray) -> np.ndarray:
         """``[M]`` capacity left by a full placement ``[D, L]`` (the cost model's memory rule)."""
@@ -563,16 +582,17 @@ def _depth_bounds(start: int, most: int) -> list[int]:
     return out
 
 
-def _fill(need: np.ndarray, order: np.ndarray, free: np.ndarray, members: int, max_depth: int) -> np.ndarray | None:
-    """``[len(need)]`` machines when layers with ``need`` bytes fill ``order`` first-fit and
-    contiguously (each machine takes as many of the next layers as fit in ``free``), using at
-    most ``max_depth`` distinct machines of which the first ``members`` of ``order`` are already
-    counted; ``None`` when they do not fit that way."""
-    n = len(need)
-    out = np.empty(n, dtype=np.int64)
-    total = np.cumsum(need).tolist()  # scalar bisects: lists beat numpy calls here
-    done, depth = 0, members
-    for i, mach in enumerate(order.tolist()):
+def _fill(total: list[float], start: int, order: np.ndarray, free: np.ndarray, members: int,
+          max_depth: int) -> np.ndarray | None:
+    """Machines of layers ``start..`` when they fill ``order`` first-fit and contiguously (each
+    machine takes as many of the next layers as fit in ``free``), using at most ``max_depth``
+    distinct machines of which the first ``members`` of ``order`` are already counted; ``None``
+    when they do not fit that way. ``total`` is the cumulative sum of every layer's need."""
+    n = len(total)
+    out = np.empty(n - start, dtype=np.int64)
+    done, depth = start, members
+    # Only the members and max_depth - members + 1 new machines can be visited.
+    for i, mach in enumerate(order[: max_depth + 1].tolist()):
         if done == n:
             break
         base = total[done - 1] if done else 0.0
@@ -585,7 +605,7 @@ def _fill(need: np.ndarray, order: np.ndarray, free: np.ndarray, members: int, m
             depth += 1
             if depth > max_depth:
                 return None
-        out[done : done + take] = mach
+        out[done - start : done - start + take] = mach
         done += take
     return out if done == n else None
 
@@ -635,7 +655,7 @@ def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, plac
         key = np.where(member, free + 2.0 * float(s.capacity_bytes.max()) + 1.0, free)
         key[a] = np.inf
         order = np.argsort(-key, kind="stable")
-        tail = _fill(need[layer + 1 :], order, free, len(members), depth)
+        tail = _fill(s.need_cumsum(k), layer + 1, order, free, len(members), depth)
         if tail is not None:
             placed_row = np.concatenate((head, tail))
             break
@@ -646,10 +666,12 @@ def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, plac
         if rr > r:
             free_all = s.capacity_bytes - used
             order = np.argsort(-free_all, kind="stable")
+            fewest = s.fewest_machines(free_all[order])
             placed_row = None
             for depth in _depth_bounds(1, most):
-                k = s.stash_by_depth[depth]
-                placed_row = _fill(s.state_bytes + k * s.stash_bytes, order, free_all, 0, depth)
+                if depth < fewest:
+                    continue  # the roomiest `depth` machines cannot hold it: the fill would fail
+                placed_row = _fill(s.need_cumsum(s.stash_by_depth[depth]), 0, order, free_all, 0, depth)
                 if placed_row is not None:
                     break
             if placed_row is None:
