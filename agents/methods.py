@@ -4,10 +4,13 @@
   (``agents/pretrained/gnn-ppo/``: weights only, with its config and training command), greedy:
   one masked rollout of ``hulk/Placement-v1`` at the instance's own size. With a ``budget`` it
   also samples ``budget - 1`` rollouts and keeps the best;
-* ``gnn-ppo+search`` -- the policy's greedy placement and :data:`POLISH_SAMPLES` sampled ones
-  as extra starting points of ``anneal`` (the searches' shared start,
-  :func:`hulk_env.baselines.seeds.search_start`, which adds the heuristics' placements), within
-  :data:`POLISH_BUDGET` cost evaluations in all, the policy's rollouts included;
+* ``gnn-ppo+search`` -- the policy's greedy placement and :data:`POLISH_SAMPLES` sampled ones,
+  each also *re-cut*: its machines kept in their pipeline order, the layers split again by the
+  stage DP (:func:`hulk_env.baselines.chains.recut_candidates`, the policy's most common error
+  being a stage boundary); the best of them are the extra starting points of ``anneal`` (the
+  searches' shared start, :func:`hulk_env.baselines.seeds.search_start`, which adds the
+  heuristics' placements), within :data:`POLISH_BUDGET` cost evaluations in all, the policy's
+  rollouts and the re-cuts included;
 * ``hulk-gcn`` (:mod:`agents.hulk_gcn`);
 * any saved policy (:func:`load_policy_method`).
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
 
 from agents.inference import policy_placement, sampled_rollouts
 from agents.saved_policy import LoadedPolicy, load_policy, lookahead_of
@@ -36,6 +41,7 @@ PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained" / PRETRAINED
 POLISH_BUDGET = 5_000  # cost evaluations of gnn-ppo+search in all (a tenth of the reference searches')
 POLISH_SAMPLES = 4  # sampled rollouts besides the greedy one, as extra starts
 POLISH_TEMPERATURE = 1.0
+RECUT_SHARE = 0.2  # of the polish budget, for the re-cut candidates (best DP estimates first)
 
 
 @lru_cache(maxsize=1)
@@ -72,8 +78,23 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
     with cost.count_evals() as counter:
         done = sampled_rollouts(loaded.policy, instance, lookahead_of(loaded.meta), seed, POLISH_SAMPLES, POLISH_TEMPERATURE)
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
+        starts = recut_starts(instance, starts, int(RECUT_SHARE * total)) + starts
         result = anneal(instance, seed, max(len(starts), total - counter.evals), starts=starts)
     return PlacementResult(POLISHED, result.placement, counter.evals, result.reason)
+
+
+def recut_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
+    """The ``keep`` fastest memory-feasible re-cuts of ``placements`` (best DP estimates
+    evaluated first, at most ``budget`` cost evaluations)."""
+    from hulk_env.baselines.chains import recut_candidates
+    from hulk_env.baselines.common import Evaluator, dedupe_placements, evaluate_candidates
+
+    candidates = [c for p in placements for c in recut_candidates(instance, p)]
+    order = np.argsort([est for est, _ in candidates], kind="stable")
+    ranked = dedupe_placements([candidates[i][1] for i in order])
+    times = evaluate_candidates(Evaluator(instance, budget), ranked)
+    best = [i for i in np.argsort(times, kind="stable")[:keep] if np.isfinite(times[i])]
+    return [ranked[i] for i in best]
 
 
 def agent_methods() -> dict[str, Method]:

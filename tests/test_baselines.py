@@ -277,3 +277,24 @@ def test_baselines_on_a_built_in_cluster_rank_sensibly():
     assert t["latency-chain-dp"] <= t["naive"]
     assert t["genetic"] <= min(t["latency-chain-dp"], t["partition"], t["compute-greedy"]) * (1 + 1e-12)
     assert t["anneal"] <= min(t["latency-chain-dp"], t["partition"], t["compute-greedy"]) * (1 + 1e-12)
+
+
+def test_recut_keeps_the_machines_and_finds_the_dp_split_of_a_badly_cut_placement():
+    from hulk_env.baselines.chains import first_use_order, recut_candidates
+    from hulk_env.evaluation.suites import load_suite
+
+    # the first geo-v0 instance whose latency-chain-dp placement is a pipeline of >= 3 stages
+    for inst in load_suite("geo-v0"):
+        best = get_method("latency-chain-dp")(inst, 0, None).placement
+        chain = first_use_order(best[0])
+        if len(chain) >= 3:
+            break
+    assert len(chain) >= 3
+    # the same machines in the same order, but the layers cut evenly: a worse placement
+    from hulk_env.reference import even_split
+
+    bad = np.tile(chain[even_split(inst.num_layers, len(chain))], (inst.data_parallel, 1))
+    candidates = recut_candidates(inst, bad)
+    assert candidates and all(set(np.unique(p)) <= set(chain.tolist()) for _, p in candidates)
+    times = cost.iteration_times(inst.cluster, inst.workload, np.stack([p for _, p in candidates])).penalised()
+    assert times.min() < time_of(inst, bad) and times.min() <= time_of(inst, best) * (1 + 1e-9)

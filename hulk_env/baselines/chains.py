@@ -103,3 +103,31 @@ def _best_per_count(splits: list[Split]) -> dict[int, Split]:
 
 def _combine(splits: list[Split]) -> Candidate:
     return max(s.estimate_s for s in splits), np.stack([s.row for s in splits])
+
+
+def first_use_order(row: np.ndarray) -> np.ndarray:
+    """The machines of a placement row in the order its layers first use them (its chain)."""
+    row = np.asarray(row, dtype=np.int64)
+    _, first = np.unique(row, return_index=True)
+    return row[np.sort(first)]
+
+
+def recut_candidates(instance: Instance, placement: np.ndarray) -> list[Candidate]:
+    """Candidates that keep a placement's machines and their pipeline order, with the layers
+    re-cut by the stage DP (a placement's stage boundaries are its easiest thing to improve).
+
+    The chain is the machines in the order the placement first uses them, replica after
+    replica: :func:`chain_candidates` of it (every replica on a prefix, in blocks, interleaved),
+    plus, when the replicas use disjoint machines, each replica re-split over its own chain
+    (:func:`replica_chain_candidates`). The cost model judges them (the DP's estimates ignore
+    data-parallel sync).
+    """
+    p = np.asarray(placement, dtype=np.int64).reshape(instance.data_parallel, instance.num_layers)
+    chains = [first_use_order(row) for row in p]
+    whole = first_use_order(np.concatenate(chains))
+    out = chain_candidates(instance, whole)
+    disjoint = sum(len(c) for c in chains) == len(whole)
+    if instance.data_parallel > 1 and disjoint:
+        for reverse in (False, True):
+            out += replica_chain_candidates(instance, chains, reverse)
+    return out
