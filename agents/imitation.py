@@ -43,6 +43,7 @@ from hulk_env.baselines import get_method
 from hulk_env.instance import Instance
 
 DEMO_METHODS: tuple[str, ...] = ("latency-chain-dp", "partition", "compute-greedy")
+TIE_RTOL = 1e-9  # iteration times this close are a tie for expert_action
 # Observation keys that do not change during an episode: stored once per episode.
 STATIC_KEYS = ("machine_mask", "links", "layer_mask", "edges", "edge_mask", "neighbours", "neighbour_links", "neighbour_mask")
 
@@ -154,7 +155,11 @@ def expert_action(demo: Demonstration, placed: np.ndarray, t: int, mask: np.ndar
     placed so far (``placed``, flat), ``a`` at slot ``t``, and the demonstration's machines for
     the rest (one batched evaluation; memory-infeasible completions score ``inf``). On the
     demonstration's own path this is its machine (or a better one); off it, the correction
-    that returns to it soonest. When no completion fits, the first allowed machine is taken.
+    that returns to it soonest. Ties (within ``TIE_RTOL``: common, since a slot off the
+    bottleneck stage often does not change the iteration time) go to the demonstrated machine,
+    then to the machine of the replica's previous layer (staying in the stage), then to the lowest
+    index, so that the labels are consistent. When no completion fits, the first allowed
+    machine is taken.
     """
     allowed = np.flatnonzero(mask)
     flat = np.asarray(demo.placement, dtype=np.int64).reshape(-1)
@@ -164,7 +169,16 @@ def expert_action(demo: Demonstration, placed: np.ndarray, t: int, mask: np.ndar
     inst = demo.instance
     times = cost.iteration_times(inst.cluster, inst.workload, candidates.reshape(len(allowed), *demo.placement.shape))
     penalised = times.penalised()
-    return int(allowed[int(np.argmin(penalised))])
+    best = float(penalised.min())
+    if not np.isfinite(best):
+        return int(allowed[0])
+    tied = allowed[penalised <= best * (1 + TIE_RTOL)]
+    layer = t % inst.num_layers
+    preferred = [int(flat[t])] + ([int(placed[t - 1])] if layer else [])
+    for a in preferred:
+        if a in tied:
+            return a
+    return int(tied[0])
 
 
 def record(
