@@ -197,7 +197,7 @@ _COUNTERS: list[EvalCounter] = []
 
 @contextmanager
 def count_evals() -> Iterator[EvalCounter]:
-    """Count every placement :func:`evaluate`, :func:`evaluate_batch`, :func:`iteration_time` and
+    """Count every placement :func:`evaluate`, :func:`evaluate_batch`, :func:`evaluate_one`, :func:`iteration_time` and
     :func:`iteration_times` evaluate inside the block, whoever calls them (a method's own calls,
     the env's, a lookahead's): honest ``cost_evals``. Blocks may nest; each counts its own."""
     counter = EvalCounter()
@@ -266,6 +266,78 @@ def evaluate_batch(
         link_s_per_mb=links,
         memory_bytes=mem,
         memory_feasible=np.all(mem <= cluster.memory_bytes, axis=1),
+    )
+
+
+def evaluate_one(cluster: Cluster, workload: Workload, placement: np.ndarray) -> IterationCost:
+    """:func:`evaluate_batch` of one validated int ``[D, L]`` placement with ``dense_links=True``,
+    field by field bit-identical (the same operations in the same order, in Python floats: the
+    env's episode end, where ~60 numpy calls on one-placement arrays cost 2.5x these loops).
+
+    Scalars are Python numbers; ``compute_s_per_mb`` and ``memory_bytes`` are ``[M]`` arrays;
+    ``link_s_per_mb`` is left empty (``[0, 0]``): the bottleneck link is found without it.
+    """
+    _count(1)
+    m, nmb = cluster.num_machines, workload.num_micro_batches
+    rows = placement.tolist()
+    # C_m: per-slot training FLOPs summed per machine in slot order (np.bincount's order)
+    slot_flops = (TRAIN_FLOPS_FACTOR * workload.flops + workload.recompute_flops).tolist()
+    total = [0.0] * m
+    for row in rows:
+        for layer, a in enumerate(row):
+            total[a] += slot_flops[layer]
+    compute = np.array(total) / cluster.flops
+    max_compute = float(compute.max())
+    # X_ab: every forward transfer, then every backward one (link_occupancy_s's order)
+    bw, act = cluster.bandwidth_bps.item, workload.activation_bytes.tolist()
+    edges = workload.edges.tolist()
+    links: dict[int, float] = {}
+    get = links.get
+    for row in rows:
+        for u, v in edges:
+            a, b = row[u], row[v]
+            key = a * m + b
+            links[key] = get(key, 0.0) + act[u] / bw(a, b)
+    for row in rows:
+        for u, v in edges:
+            a, b = row[v], row[u]
+            key = a * m + b
+            links[key] = get(key, 0.0) + act[u] / bw(a, b)
+    max_link = max(links.values(), default=0.0)
+    # the dense matrix's argmax: the lowest link index holding the maximum (all zero: link 0)
+    link_index = min(k for k, x in links.items() if x == max_link) if max_link > 0.0 else 0
+    bottleneck = max(max_compute, max_link)
+    is_link = max_link > max_compute
+    first = _first_micro_batch_one(cluster, workload, placement)
+    stash = [nmb if workload.schedule == "gpipe" else min(nmb, len(set(row))) for row in rows]
+    first_max = max(first)
+    pipeline = max(first_max, bottleneck) + (nmb - 1) * bottleneck
+    for first_r, k in zip(first, stash, strict=True):
+        q, rem = divmod(nmb - 1, k)
+        pipeline = max(pipeline, (q + 1) * first_r + rem * bottleneck if k < nmb else 0.0)
+    dp = 0.0 if len(rows) == 1 else float(dp_sync_s(cluster, workload, placement[None])[0])
+    state = (workload.state_bytes_per_param * workload.params).tolist()
+    stash_bytes = workload.stash_bytes.tolist()
+    used = [0.0] * m
+    for row, k in zip(rows, stash, strict=True):
+        for layer, a in enumerate(row):
+            used[a] += state[layer] + k * stash_bytes[layer]
+    memory = np.array(used)
+    return IterationCost(
+        iteration_time_s=pipeline + dp,
+        pipeline_s=pipeline,
+        dp_sync_s=dp,
+        first_micro_batch_s=first_max,
+        bottleneck_s=bottleneck,
+        bottleneck_kind=BOTTLENECK_LINK if is_link else BOTTLENECK_MACHINE,
+        bottleneck_index=link_index if is_link else int(compute.argmax()),
+        compute_s=nmb * max_compute,
+        pipeline_comm_s=nmb * (bottleneck - max_compute),
+        bubble_s=pipeline - nmb * bottleneck,
+        compute_s_per_mb=compute,
+        link_s_per_mb=np.zeros((0, 0)),
+        memory_bytes=memory,
+        memory_feasible=bool(np.all(memory <= cluster.memory_bytes)),
     )
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from hulk_env import cost
 from hulk_env.env import MEMORY_RTOL, PlacementEnv
-from hulk_env.generators import ToyGenerator, enumerate_placements
+from hulk_env.generators import RandomGeoGenerator, ToyGenerator, enumerate_placements
 from hulk_env.testing import replay
 
 
@@ -81,6 +81,31 @@ def test_single_placement_fast_path_of_the_cost_model_is_bit_identical():
         together = cost.first_micro_batch_s(inst.cluster, inst.workload, batch)
         alone = np.concatenate([cost.first_micro_batch_s(inst.cluster, inst.workload, p[None]) for p in batch])
         np.testing.assert_array_equal(alone, together)
+
+
+def test_one_placement_breakdown_is_bit_identical_to_the_batch_one():
+    """The env's episode end uses cost.evaluate_one: every field as evaluate_batch gives it, to
+    the last bit, on both schedules, 1-4 replicas, branching layer graphs, machines left empty,
+    everything on one machine (a zero link bottleneck) and dp rings."""
+    rng = np.random.default_rng(11)
+    instances = [ToyGenerator(max_placements=10**12)(rng) for _ in range(20)]
+    instances += [RandomGeoGenerator(num_machines=(4, 24), data_parallel=(1, 4))(rng) for _ in range(20)]
+    schedules = set()
+    for inst in instances:
+        c, w = inst.cluster, inst.workload
+        schedules.add(w.schedule)
+        for spread in (1, 2, c.num_machines):
+            placement = rng.integers(0, spread, (w.data_parallel, w.num_layers))
+            with cost.count_evals() as counter:
+                one = cost.evaluate_one(c, w, placement)
+            assert counter.evals == 1  # honest cost_evals
+            batch = cost.evaluate_batch(c, w, placement[None], dense_links=True)
+            for name, value in one._asdict().items():
+                if name == "link_s_per_mb":
+                    continue  # left out by design
+                np.testing.assert_array_equal(np.asarray(value), getattr(batch, name)[0], err_msg=name)
+            assert one.to_dict() == cost.evaluate(c, w, placement).to_dict()
+    assert schedules == {"1f1b", "gpipe"}
 
 
 def test_env_memory_bookkeeping_matches_the_cost_model_at_every_step():

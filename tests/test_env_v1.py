@@ -16,6 +16,7 @@ from hulk_env.env.observation_v1 import MACHINE_INDEX_V1, neighbour_lists
 from hulk_env.errors import HulkInputError
 from hulk_env.evaluation import load_suite
 from hulk_env.generators import FixedGenerator, InstanceListGenerator, ToyGenerator
+from hulk_env.validation import limits
 
 SUITES = ("tiny-v0", "geo-v0", "hard-v0", "paper-v0", "unseen-v0", "val-v0")
 
@@ -273,10 +274,13 @@ def test_2048_machines_place_and_stay_sparse():
 
 def test_limits_and_bad_arguments_are_clear_errors():
     gen = ToyGenerator()
-    with pytest.raises(HulkInputError, match="max_machines=5000 is above Placement-v1's limit of 4,096"):
+    # the env's limits are the project's input limits: whatever a loader accepts, the env can pad to
+    with pytest.raises(HulkInputError, match=r"max_machines=5000 is above Placement-v1's limit of 4,096 \(limit MAX_MACHINES"):
         PlacementEnvV1(generator=gen, max_machines=5000)
-    with pytest.raises(HulkInputError, match="max_layers=5000 is above Placement-v1's limit of 4,096"):
-        PlacementEnvV1(generator=gen, max_layers=5000)
+    too_many = limits.MAX_SLOTS + 1
+    with pytest.raises(HulkInputError, match=rf"max_layers={too_many} is above .* limit of 16,384 \(limit MAX_SLOTS"):
+        PlacementEnvV1(generator=gen, max_layers=too_many)
+    assert PlacementEnvV1(generator=gen, max_layers=limits.MAX_SLOTS).max_layers == limits.MAX_SLOTS
     with pytest.raises(HulkInputError, match="num_neighbours must be a positive integer"):
         PlacementEnvV1(generator=gen, num_neighbours=0)
     env = PlacementEnvV1(generator=gen)

@@ -67,28 +67,38 @@ LAYER_HIGH = np.array([CLIP, 1, CLIP, CLIP, CLIP, 1, 1, 1, 1, 1], dtype=np.float
 GLOBAL_HIGH = np.array([1, 1, CLIP, 1, 1], dtype=np.float32)
 
 
+def box(low: float | np.ndarray, high: float | np.ndarray, shape: tuple[int, ...]) -> spaces.Box:
+    """A float32 ``Box`` of ``shape`` with bounds broadcast from ``low`` and ``high``."""
+    lo = np.broadcast_to(np.asarray(low, dtype=np.float32), shape).copy()
+    hi = np.broadcast_to(np.asarray(high, dtype=np.float32), shape).copy()
+    return spaces.Box(lo, hi, shape, np.float32)
+
+
+def slot_spaces(max_machines: int, max_layers: int, max_edges: int) -> dict[str, spaces.Box]:
+    """The keys v0 and v1 observe alike after their machine keys: slots, edges, cursor,
+    globals and the action mask."""
+    m, n, e = max_machines, max_layers, max_edges
+    return {
+        "layer_mask": box(0, 1, (n,)),
+        "layer_features": box(0, LAYER_HIGH, (n, len(LAYER_FEATURES))),
+        "layer_machine": box(-1, m - 1, (n,)),
+        "edges": box(0, max(n - 1, 0), (e, 2)),
+        "edge_mask": box(0, 1, (e,)),
+        "cursor": box(0, n, (1,)),
+        "globals": box(0, GLOBAL_HIGH, (len(GLOBAL_FEATURES),)),
+        "action_mask": box(0, 1, (m,)),
+    }
+
+
 def observation_space(max_machines: int, max_layers: int, max_edges: int) -> spaces.Dict:
     """The observation space for the given padding (see :class:`hulk_env.env.PlacementEnv`)."""
-    m, n, e = max_machines, max_layers, max_edges
-
-    def box(low: float | np.ndarray, high: float | np.ndarray, shape: tuple[int, ...]) -> spaces.Box:
-        lo = np.broadcast_to(np.asarray(low, dtype=np.float32), shape).copy()
-        hi = np.broadcast_to(np.asarray(high, dtype=np.float32), shape).copy()
-        return spaces.Box(lo, hi, shape, np.float32)
-
+    m = max_machines
     return spaces.Dict(
         {
             "machine_mask": box(0, 1, (m,)),
             "machine_features": box(0, MACHINE_HIGH, (m, len(MACHINE_FEATURES))),
             "links": box(0, CLIP, (m, m, len(LINK_FEATURES))),
-            "layer_mask": box(0, 1, (n,)),
-            "layer_features": box(0, LAYER_HIGH, (n, len(LAYER_FEATURES))),
-            "layer_machine": box(-1, m - 1, (n,)),
-            "edges": box(0, max(n - 1, 0), (e, 2)),
-            "edge_mask": box(0, 1, (e,)),
-            "cursor": box(0, n, (1,)),
-            "globals": box(0, GLOBAL_HIGH, (len(GLOBAL_FEATURES),)),
-            "action_mask": box(0, 1, (m,)),
+            **slot_spaces(max_machines, max_layers, max_edges),
         }
     )
 
@@ -146,10 +156,14 @@ DENSE_LINKS_MAX = 256  # above this many machines the episode-end breakdown skip
 
 def placement_cost(instance: Instance, placement: np.ndarray) -> cost.IterationCost:
     """The breakdown of one ``[D, L]`` placement as the env reports it (reference and episode end
-    alike, so they agree to the last bit): numpy scalars, and no ``[M, M]`` link matrix beyond
-    ``DENSE_LINKS_MAX`` machines (the dense one is faster below, about 5 ms at 2,048 machines)."""
-    dense = instance.num_machines <= DENSE_LINKS_MAX
-    batch = cost.evaluate_batch(instance.cluster, instance.workload, placement[None], dense_links=dense)
+    alike, so they agree to the last bit): :func:`hulk_env.cost.evaluate_one` (Python floats,
+    the dense-link numbers) up to ``DENSE_LINKS_MAX`` machines, beyond them
+    :func:`hulk_env.cost.evaluate_batch` without the ``[M, M]`` link matrix (about 5 ms at
+    2,048 machines with it)."""
+    c, w = instance.cluster, instance.workload
+    if c.num_machines <= DENSE_LINKS_MAX:
+        return cost.evaluate_one(c, w, placement)
+    batch = cost.evaluate_batch(c, w, placement[None], dense_links=False)
     return cost.IterationCost(*(field[0] for field in batch))
 
 

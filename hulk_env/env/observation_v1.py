@@ -19,18 +19,19 @@ from hulk_env.completion import CompletionStatic, Witness
 from hulk_env.env.observation import (
     CLIP,
     GLOBAL_FEATURES,
-    GLOBAL_HIGH,
     LAYER_FEATURES,
-    LAYER_HIGH,
     LINK_FEATURES,
     MACHINE_FEATURES,
     MACHINE_HIGH,
     StaticParts,
     bandwidth_feature,
+    box,
     build_static,
     latency_feature,
+    slot_spaces,
 )
 from hulk_env.instance import Instance
+from hulk_env.validation import limits
 
 MACHINE_FEATURES_V1 = MACHINE_FEATURES + (
     "slack",  # memory the witness completion leaves free / memory
@@ -43,8 +44,10 @@ MACHINE_FEATURES_V1 = MACHINE_FEATURES + (
 MACHINE_INDEX_V1 = {name: i for i, name in enumerate(MACHINE_FEATURES_V1)}
 MACHINE_HIGH_V1 = np.concatenate([MACHINE_HIGH, np.array([1, 1, CLIP, CLIP, CLIP, CLIP], dtype=np.float32)])
 DEFAULT_NEIGHBOURS = 16
-MAX_MACHINES = 4096  # documented limits of Placement-v1 (beyond them: a clear error)
-MAX_SLOTS = 4096
+# Placement-v1's padding limits are the project's input limits (hulk_env/validation/limits.py,
+# each with its reason): any instance a loader accepts fits an env that can be built.
+MAX_MACHINES = limits.MAX_MACHINES
+MAX_SLOTS = limits.MAX_SLOTS
 _ROW_CACHE = 256  # link-feature rows kept per instance (predecessor / ring machines repeat)
 _SORT_CHUNK = 256  # rows sorted at a time when building the neighbour lists
 
@@ -106,13 +109,7 @@ def neighbour_lists(cluster: Cluster, k: int) -> np.ndarray:
 
 def observation_space_v1(max_machines: int, max_layers: int, max_edges: int, neighbours: int) -> spaces.Dict:
     """Placement-v1's observation space for the given padding (see ``PlacementEnvV1``)."""
-    m, n, e, k = max_machines, max_layers, max_edges, neighbours
-
-    def box(low: float | np.ndarray, high: float | np.ndarray, shape: tuple[int, ...]) -> spaces.Box:
-        lo = np.broadcast_to(np.asarray(low, dtype=np.float32), shape).copy()
-        hi = np.broadcast_to(np.asarray(high, dtype=np.float32), shape).copy()
-        return spaces.Box(lo, hi, shape, np.float32)
-
+    m, k = max_machines, neighbours
     return spaces.Dict(
         {
             "machine_mask": box(0, 1, (m,)),
@@ -120,14 +117,7 @@ def observation_space_v1(max_machines: int, max_layers: int, max_edges: int, nei
             "neighbours": box(-1, m - 1, (m, k)),
             "neighbour_links": box(0, CLIP, (m, k, len(LINK_FEATURES))),
             "neighbour_mask": box(0, 1, (m, k)),
-            "layer_mask": box(0, 1, (n,)),
-            "layer_features": box(0, LAYER_HIGH, (n, len(LAYER_FEATURES))),
-            "layer_machine": box(-1, m - 1, (n,)),
-            "edges": box(0, max(n - 1, 0), (e, 2)),
-            "edge_mask": box(0, 1, (e,)),
-            "cursor": box(0, n, (1,)),
-            "globals": box(0, GLOBAL_HIGH, (len(GLOBAL_FEATURES),)),
-            "action_mask": box(0, 1, (m,)),
+            **slot_spaces(max_machines, max_layers, max_edges),
         }
     )
 

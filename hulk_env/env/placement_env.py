@@ -17,6 +17,7 @@ from hulk_env.env.state import (
     as_index,
     fallback_machine,
     new_state,
+    observation,
     update_mask,
 )
 from hulk_env.errors import HulkInputError
@@ -224,21 +225,15 @@ class PlacementEnv(gym.Env):
                 return self._penalty_step(s)
             a = self._fallback_machine(s)
         self._apply(s, a)
-        static = s.static
-        outcome = None
         info: dict[str, Any] = {"invalid_action": invalid, "applied_action": a}
         if s.t == s.placement.size:
             s.ended = True
             outcome = self._finish(s, info)
         else:
-            self._update_mask(s)
-            if np.count_nonzero(s.mask) == 0:  # 5x faster than .any() on small arrays
-                s.ended = s.dead_end = True
-                outcome = DEAD_END_REWARD
-                info.update(dead_end=True, placement=placement_info(s.placement), reference_time_s=static.reference_time_s)
+            outcome = self._next_mask(s, info)
         if s.ended:
             # No action follows a final observation; see the class docstring.
-            s.mask[: static.instance.num_machines] = True
+            s.mask[: s.static.num_machines] = True
         reward = self._reward(s, outcome)
         info["action_mask"] = s.mask.copy()
         return self._observation(), reward, s.ended, False, info
@@ -305,21 +300,27 @@ class PlacementEnv(gym.Env):
     def _new_state(self, static: Any) -> EpisodeState:
         return new_state(static, self.max_machines)
 
-    def _update_mask(self, s: EpisodeState) -> None:
+    # the per-step dynamics (module functions: one call per step, no method in between)
+    _update_mask = staticmethod(update_mask)
+    _apply = staticmethod(apply)
+    _fallback_machine = staticmethod(fallback_machine)
+
+    def _next_mask(self, s: EpisodeState, info: dict[str, Any]) -> float | None:
+        """Set the mask for slot ``s.t`` (not the last); the episode's outcome if that ends it
+        (a dead end: no machine can take the layer), else None."""
         update_mask(s)
-
-    def _apply(self, s: EpisodeState, a: int) -> None:
-        apply(s, a)
-
-    def _fallback_machine(self, s: EpisodeState) -> int:
-        return fallback_machine(s)
+        if np.count_nonzero(s.mask) == 0:  # 5x faster than .any() on small arrays
+            s.ended = s.dead_end = True
+            info.update(dead_end=True, placement=placement_info(s.placement), reference_time_s=s.static.reference_time_s)
+            return DEAD_END_REWARD
+        return None
 
     def _penalty_step(self, s: EpisodeState) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         truncated = s.invalid_actions >= s.placement.size
         info: dict[str, Any] = {"invalid_action": True, "applied_action": -1}
         if truncated:
             s.ended = True
-            s.mask[: s.static.instance.num_machines] = True
+            s.mask[: s.static.num_machines] = True
             info.update(placement=placement_info(s.placement), reference_time_s=s.static.reference_time_s)
         info["action_mask"] = s.mask.copy()
         return self._observation(), INVALID_ACTION_REWARD, False, truncated, info
@@ -341,20 +342,9 @@ class PlacementEnv(gym.Env):
 
     def _observation(self) -> dict[str, np.ndarray]:
         s = self._state
-        static = s.static
-        return {
-            "machine_mask": static.machine_mask.copy(),
-            "machine_features": s.machine_features.copy(),
-            "links": static.links.copy(),
-            "layer_mask": static.layer_mask.copy(),
-            "layer_features": s.layer_features.copy(),
-            "layer_machine": s.layer_machine.copy(),
-            "edges": static.edges.copy(),
-            "edge_mask": static.edge_mask.copy(),
-            "cursor": np.array([s.t], dtype=np.float32),
-            "globals": s.globals_.copy(),
-            "action_mask": s.mask.astype(np.float32),
-        }
+        obs = observation(s)
+        obs["links"] = s.static.links.copy()
+        return obs
 
     def _static_parts(self, instance: Instance) -> Any:
         key = id(instance)

@@ -16,7 +16,7 @@ from hulk_env.env.observation_v1 import (
     observation_space_v1,
 )
 from hulk_env.env.placement_env import PlacementEnv
-from hulk_env.env.state import EpisodeState, as_index
+from hulk_env.env.state import observation
 from hulk_env.env.state_v1 import (
     EpisodeStateV1,
     apply_v1,
@@ -25,8 +25,8 @@ from hulk_env.env.state_v1 import (
     update_mask_v1,
 )
 from hulk_env.errors import HulkInputError
-from hulk_env.generators import InstanceGenerator
 from hulk_env.instance import Instance
+from hulk_env.validation import limits
 
 ENV_ID_V1 = "hulk/Placement-v1"
 
@@ -89,15 +89,16 @@ class PlacementEnvV1(PlacementEnv):
 
     ## Limits
 
-    ``max_machines`` up to 4,096 and ``max_layers`` (slots) up to 4,096
-    (``MAX_MACHINES``, ``MAX_SLOTS``); beyond them construction raises
-    :class:`hulk_env.errors.HulkInputError` saying so. Work per step is ``O(M + K)`` (the
+    ``max_machines`` up to 4,096 and ``max_layers`` (slots) up to 16,384: the project's input
+    limits ``MAX_MACHINES`` and ``MAX_SLOTS`` (:mod:`hulk_env.validation.limits`, with their
+    reasons), so every instance a loader accepts can be padded; beyond them construction raises
+    :class:`hulk_env.errors.HulkInputError` citing the limit. Work per step is ``O(M + K)`` (the
     witness's vector tests) plus ``O(D L)`` when a replica starts; one neighbour table of
     ``O(M K)`` and one ``O(M^2 log)`` sort per new instance.
 
     ## Arguments
 
-    Those of :class:`hulk_env.env.PlacementEnv`, plus ``num_neighbours`` (default 16): ``K``.
+    Those of :class:`hulk_env.env.PlacementEnv`, plus ``num_neighbours`` (keyword-only, default 16): ``K``.
 
     ## Version history
 
@@ -110,61 +111,26 @@ class PlacementEnvV1(PlacementEnv):
     * v1, revised before any release (hulk-env 0.1): the mask gained the re-plan repair
       (hidden share on ``tiny-v0`` 1.3% -> 0.03%; a heuristic's moves are no longer refused on
       multi-replica and memory-tight instances). The mask only grew: an episode of actions the
-      first v1 allowed runs as before (same repairs, same witness); others are new.
+      first v1 allowed runs as before (same repairs, same witness); others are new. Padding
+      limits are the project's input limits (``max_layers`` up to 16,384 slots, was 4,096);
+      ``num_neighbours`` is keyword-only. Observations, rewards and infos are unchanged.
     """
 
-    def __init__(
-        self,
-        generator: str | InstanceGenerator | None = None,
-        cluster: str | None = None,
-        model: str | None = None,
-        generator_kwargs: dict | None = None,
-        max_machines: int | None = None,
-        max_layers: int | None = None,
-        max_edges: int | None = None,
-        reward: str = "terminal",
-        invalid_action: str = "fallback",
-        render_mode: str | None = None,
-        num_neighbours: int = DEFAULT_NEIGHBOURS,
-    ) -> None:
+    def __init__(self, *args: Any, num_neighbours: int = DEFAULT_NEIGHBOURS, **kwargs: Any) -> None:
         if int(num_neighbours) != num_neighbours or num_neighbours < 1:
             raise HulkInputError(f"num_neighbours must be a positive integer, got {num_neighbours!r}", field="num_neighbours")
         self.num_neighbours = int(num_neighbours)
-        super().__init__(
-            generator, cluster, model, generator_kwargs, max_machines, max_layers, max_edges, reward, invalid_action, render_mode
-        )
-        for label, value, limit in (("max_machines", self.max_machines, MAX_MACHINES), ("max_layers", self.max_layers, MAX_SLOTS)):
+        super().__init__(*args, **kwargs)
+        for label, value, limit, name in (
+            ("max_machines", self.max_machines, MAX_MACHINES, "MAX_MACHINES"),
+            ("max_layers", self.max_layers, MAX_SLOTS, "MAX_SLOTS"),
+        ):
             if value > limit:
                 raise HulkInputError(
-                    f"{label}={value} is above Placement-v1's limit of {limit:,}; place smaller instances "
-                    "(fewer machines, or a coarser model: layers_per_block)",
+                    f"{label}={value} is above Placement-v1's limit of {limit:,} ({limits.cite(name)}); place "
+                    "smaller instances (fewer machines, or a coarser model: layers_per_block)",
                     field=label,
                 )
-
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        # v0's step without its dead-end branch: the witness's machine is always allowed.
-        s = self._state
-        if s is None or s.ended:
-            raise RuntimeError("the episode has ended (or never started): call reset()")
-        a = as_index(action, self.max_machines)
-        invalid = a < 0 or not s.mask[a]
-        if invalid:
-            s.invalid_actions += 1
-            if self.invalid_action == "penalty":
-                return self._penalty_step(s)
-            a = fallback_machine_v1(s)
-        apply_v1(s, a)
-        info: dict[str, Any] = {"invalid_action": invalid, "applied_action": a}
-        outcome = None
-        if s.t == s.placement.size:
-            s.ended = True
-            outcome = self._finish(s, info)
-            s.real_mask[:] = True  # no action follows a final observation (see v0)
-        else:
-            update_mask_v1(s)
-        reward = self._reward(s, outcome)
-        info["action_mask"] = s.mask.copy()
-        return self._observation(), reward, s.ended, False, info
 
     def _observation_space(self) -> spaces.Dict:
         return observation_space_v1(self.max_machines, self.max_layers, self.max_edges, self.num_neighbours)
@@ -175,31 +141,20 @@ class PlacementEnvV1(PlacementEnv):
     def _new_state(self, static: StaticPartsV1) -> EpisodeStateV1:
         return new_state_v1(static, self.max_machines)
 
-    def _update_mask(self, s: EpisodeState) -> None:
-        update_mask_v1(s)
+    _update_mask = staticmethod(update_mask_v1)
+    _apply = staticmethod(apply_v1)
+    _fallback_machine = staticmethod(fallback_machine_v1)
 
-    def _apply(self, s: EpisodeState, a: int) -> None:
-        apply_v1(s, a)
+    def _next_mask(self, s: EpisodeStateV1, info: dict[str, Any]) -> None:
+        # v0's without its dead-end branch: the witness's machine is always allowed. (The body of
+        # update_mask_v1, inlined: a call less on every step.)
+        s.witness.allowed(out=s.real_mask)
 
-    def _fallback_machine(self, s: EpisodeState) -> int:
-        return fallback_machine_v1(s)
-
-    def _observation(self) -> dict:
+    def _observation(self) -> dict[str, np.ndarray]:
         s = self._state
-        static, v1 = s.static, s.v1
-        return {
-            "machine_mask": static.machine_mask.copy(),
-            "machine_features": s.machine_features.copy(),
-            "neighbours": v1.neighbours.copy(),
-            "neighbour_links": v1.neighbour_links.copy(),
-            "neighbour_mask": v1.neighbour_mask.copy(),
-            "layer_mask": static.layer_mask.copy(),
-            "layer_features": s.layer_features.copy(),
-            "layer_machine": s.layer_machine.copy(),
-            "edges": static.edges.copy(),
-            "edge_mask": static.edge_mask.copy(),
-            "cursor": np.array([s.t], dtype=np.float32),
-            "globals": s.globals_.copy(),
-            "action_mask": s.mask.astype(np.float32),
-        }
-
+        v1 = s.v1
+        obs = observation(s)
+        obs["neighbours"] = v1.neighbours.copy()
+        obs["neighbour_links"] = v1.neighbour_links.copy()
+        obs["neighbour_mask"] = v1.neighbour_mask.copy()
+        return obs

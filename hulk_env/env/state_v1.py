@@ -13,33 +13,33 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hulk_env.completion import Witness
-from hulk_env.env.observation import GLOBAL_INDEX, LAYER_INDEX, StaticParts
+from hulk_env.env.observation import GLOBAL_INDEX, StaticParts
 from hulk_env.env.observation_v1 import MACHINE_INDEX_V1, StaticPartsV1
-from hulk_env.rewards import UNPLACED
+from hulk_env.env.state import EpisodeArrays, advance, predecessor_machine, working_arrays
 
 M_FREE, M_LOAD, M_HELD = MACHINE_INDEX_V1["free_memory"], MACHINE_INDEX_V1["load"], MACHINE_INDEX_V1["layers_held"]
-M_IN_REPLICA, M_HOLDS_PRED = MACHINE_INDEX_V1["in_replica"], MACHINE_INDEX_V1["holds_predecessor"]
+M_IN_REPLICA = MACHINE_INDEX_V1["in_replica"]
 M_SLACK, M_WITNESS = MACHINE_INDEX_V1["slack"], MACHINE_INDEX_V1["witness"]
 M_PRED, M_RING = MACHINE_INDEX_V1["pred_latency"], MACHINE_INDEX_V1["ring_latency"]  # + 1: bandwidth
-L_PLACED, L_CURRENT = LAYER_INDEX["placed"], LAYER_INDEX["current"]
-G_PROGRESS, G_REPLICA, G_STASH = GLOBAL_INDEX["progress"], GLOBAL_INDEX["replica"], GLOBAL_INDEX["stash"]
+G_STASH = GLOBAL_INDEX["stash"]
 
 
-@dataclass
-class EpisodeStateV1:
+@dataclass(kw_only=True)
+class EpisodeStateV1(EpisodeArrays):
     """A Placement-v1 episode.
 
     Attributes:
         static: v0's per-instance parts (sizes, reference, feature scales).
         v1: the instance's :class:`StaticPartsV1`.
         witness: the witness completion (its cursor is the episode's ``t``).
-        placement: ``[D, L]`` machine per slot, ``-1`` unplaced.
         t: decisions made.
         mask: ``[max_machines]`` bool, allowed machines for slot ``t``; ``real_mask`` its first ``M``.
         load_s, held: per machine, compute seconds per micro-batch and slots placed on it.
         replica_machines: machines holding a placed layer of the open replica.
         invalid_actions, ended, dead_end: as in v0 (a v1 episode never dead-ends).
-        machine_features, layer_features, layer_machine, globals_: working observation arrays.
+        placement, machine_features, layer_features, layer_machine, globals_, cursor, views:
+            :class:`hulk_env.env.state.EpisodeArrays`.
+        pred_links, ring_links: ``[M, 2]`` views of the predecessor and ring link columns.
         pred_rows: machines whose ``holds_predecessor`` is set; ``slack_epoch``, ``stash_k``,
             ``witness_machine``, ``pred_machine``, ``ring_machine``: what the v1 columns show.
     """
@@ -47,13 +47,8 @@ class EpisodeStateV1:
     static: StaticParts
     v1: StaticPartsV1
     witness: Witness
-    placement: np.ndarray
     mask: np.ndarray
     real_mask: np.ndarray
-    machine_features: np.ndarray
-    layer_features: np.ndarray
-    layer_machine: np.ndarray
-    globals_: np.ndarray
     load_s: list[float]
     held: list[int]
     t: int = 0
@@ -62,6 +57,8 @@ class EpisodeStateV1:
     invalid_actions: int = 0
     ended: bool = False
     dead_end: bool = False
+    pred_links: np.ndarray | None = None
+    ring_links: np.ndarray | None = None
     pred_rows: tuple[int, ...] = ()
     slack_epoch: int = -1
     stash_k: int = -1
@@ -79,17 +76,15 @@ def new_state_v1(static: StaticPartsV1, max_machines: int) -> EpisodeStateV1:
         static=base,
         v1=static,
         witness=static.start.clone(),
-        placement=np.full((base.data_parallel, base.num_layers), UNPLACED, dtype=np.int64),
         mask=mask,
         real_mask=mask[:m],
-        machine_features=static.machine_features.copy(),
-        layer_features=base.layer_features.copy(),
-        layer_machine=base.layer_machine.copy(),
-        globals_=base.globals_.copy(),
         load_s=[0.0] * m,
         held=[0] * m,
         in_replica=[False] * m,
+        **working_arrays(base, static.machine_features),
     )
+    s.pred_links = s.machine_features[:m, M_PRED : M_PRED + 2]
+    s.ring_links = s.machine_features[:m, M_RING : M_RING + 2]
     s.slack_epoch, s.stash_k = s.witness.epoch, s.witness.k
     s.globals_[G_STASH] = s.witness.k / base.num_micro_batches
     s.witness_machine = int(s.witness.placement[0, 0])  # its column is set in the static features
@@ -106,82 +101,65 @@ def apply_v1(s: EpisodeStateV1, a: int) -> None:
     static = s.static
     w = s.witness
     w.commit(a)
-    slot = s.t
-    r, layer = divmod(slot, static.num_layers)
-    s.placement[r, layer] = a
-    s.t = t = slot + 1
-    slots = s.placement.size
-    mf = s.machine_features
+    views = s.views
+    mf, width = views.machine, views.width
     v1 = s.v1
     inverse = v1.inverse_list
     # memory: the witness's slack, and the placed slots at the witness's stash counts
     if w.epoch != s.slack_epoch:
-        mf[: static.num_machines, M_SLACK] = w.slack * v1.inverse_memory
+        s.machine_features[: static.num_machines, M_SLACK] = w.slack * v1.inverse_memory
         s.slack_epoch = w.epoch
     else:
         slack = w.slack
         for i in w.touched:
-            mf[i, M_SLACK] = float(slack[i]) * inverse[i]
-    row_a = mf[a]
+            mf[i * width + M_SLACK] = float(slack[i]) * inverse[i]
+    row_a = a * width
     if not s.in_replica[a]:
         s.in_replica[a] = True
         s.replica_machines.append(a)
-        row_a[M_IN_REPLICA] = 1.0
+        mf[row_a + M_IN_REPLICA] = 1.0
     if w.k != s.stash_k:  # the open replica's placed layers stash another number of micro-batches
+        placed = w.placed_bytes
         for i in s.replica_machines:
-            mf[i, M_FREE] = 1.0 - w.placed_bytes(i) * inverse[i]
+            mf[i * width + M_FREE] = 1.0 - placed(i) * inverse[i]
         s.stash_k = w.k
-        s.globals_[G_STASH] = w.k / static.num_micro_batches
+        views.globals_[G_STASH] = w.k / static.num_micro_batches
     else:
-        row_a[M_FREE] = 1.0 - w.placed_bytes(a) * inverse[a]
-    load = s.load_s[a] + v1.train_rows[layer][a]
+        mf[row_a + M_FREE] = 1.0 - w.placed_bytes(a) * inverse[a]
+    load = s.load_s[a] + v1.train_rows[s.t % static.num_layers][a]
     s.load_s[a] = load
     held = s.held[a] + 1
     s.held[a] = held
-    row_a[M_LOAD] = load / (load + static.balanced_s)
-    row_a[M_HELD] = held / slots
-    lf = s.layer_features
-    lf[slot, L_PLACED] = 1.0
-    lf[slot, L_CURRENT] = 0.0
-    s.layer_machine[slot] = a
-    g = s.globals_
-    g[G_PROGRESS] = t / slots
-    for i in s.pred_rows:
-        mf[i, M_HOLDS_PRED] = 0.0
-    if t == slots:
-        s.pred_rows = ()
+    mf[row_a + M_LOAD] = load / (load + static.balanced_s)
+    mf[row_a + M_HELD] = held / s.placement.size
+    layer_next = advance(s, a)
+    if layer_next < 0:
         return
-    lf[t, L_CURRENT] = 1.0
-    r_next, layer_next = divmod(t, static.num_layers)
-    if r_next != r:  # a new replica: nothing of it is placed yet
+    if layer_next == 0:  # a new replica: nothing of it is placed yet
         for i in s.replica_machines:
-            mf[i, M_IN_REPLICA] = 0.0
+            mf[i * width + M_IN_REPLICA] = 0.0
             s.in_replica[i] = False
         s.replica_machines = []
-        g[G_REPLICA] = r_next / max(static.data_parallel - 1, 1)
         s.stash_k = w.k
-        g[G_STASH] = w.k / static.num_micro_batches
-    row = w.row  # the witness agrees with every placed slot of the open replica
-    s.pred_rows = rows = tuple([row[u] for u in static.predecessors[layer_next]])
-    for i in rows:
-        mf[i, M_HOLDS_PRED] = 1.0
-    own = row[layer_next]  # the witness's own machine for the next slot
+        views.globals_[G_STASH] = w.k / static.num_micro_batches
+    own = w.row[layer_next]  # the witness's own machine for the next slot
     if own != s.witness_machine:
-        mf[s.witness_machine, M_WITNESS] = 0.0
-        mf[own, M_WITNESS] = 1.0
+        mf[s.witness_machine * width + M_WITNESS] = 0.0
+        mf[own * width + M_WITNESS] = 1.0
         s.witness_machine = own
+    rows = s.pred_rows
     pred = rows[0] if rows else -1
     if pred != s.pred_machine:
-        _link_columns(s, M_PRED, pred)
+        _link_columns(s, s.pred_links, pred)
         s.pred_machine = pred
-    ring = int(s.placement[r_next - 1, layer_next]) if r_next > 0 else -1
+    t = s.t
+    ring = views.placement[t - static.num_layers] if t >= static.num_layers else -1
     if ring != s.ring_machine:
-        _link_columns(s, M_RING, ring)
+        _link_columns(s, s.ring_links, ring)
         s.ring_machine = ring
 
 
-def _link_columns(s: EpisodeStateV1, column: int, source: int) -> None:
-    block = s.machine_features[: s.static.num_machines, column : column + 2]
+def _link_columns(s: EpisodeStateV1, block: np.ndarray, source: int) -> None:
     if source < 0:
         block[:] = 0.0
     else:
@@ -192,11 +170,5 @@ def fallback_machine_v1(s: EpisodeStateV1) -> int:
     """The machine an invalid action is replaced by: the machine of the current layer's first
     predecessor in its replica if allowed (no new link, no new stage), else the witness's own
     machine for the slot (always allowed)."""
-    static = s.static
-    r, layer = divmod(s.t, static.num_layers)
-    preds = static.predecessors[layer]
-    if preds:
-        a = int(s.placement[r, preds[0]])
-        if s.mask[a]:
-            return a
-    return s.witness.own_machine()
+    a = predecessor_machine(s)
+    return a if a >= 0 else s.witness.own_machine()
