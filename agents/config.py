@@ -99,6 +99,9 @@ class ImitationConfig:
         learning_rate: Adam's step size (cosine-decayed to 10%).
         batch_steps: slots per Adam step.
         vf_coef: weight of the value loss (the critic learns the demonstrations' returns).
+        decision_weight: weight in the cross-entropy of the slots whose demonstrated machine
+            is not the predecessor's (a replica's first slot, a new stage): the few decisions
+            that shape a pipeline, among many "stay" slots.
         max_minutes: stop behaviour cloning after this many minutes (``0`` = no limit).
     """
 
@@ -110,6 +113,7 @@ class ImitationConfig:
     learning_rate: float = 1e-3
     batch_steps: int = 512
     vf_coef: float = 0.5
+    decision_weight: float = 1.0
     max_minutes: float = 0.0
 
 

@@ -40,10 +40,12 @@ import torch
 
 from hulk_env import cost
 from hulk_env.baselines import get_method
+from hulk_env.env import MACHINE_FEATURES_V1
 from hulk_env.instance import Instance
 
 DEMO_METHODS: tuple[str, ...] = ("latency-chain-dp", "partition", "compute-greedy")
 TIE_RTOL = 1e-9  # iteration times this close are a tie for expert_action
+_HOLDS_PREDECESSOR = MACHINE_FEATURES_V1.index("holds_predecessor")
 # Observation keys that do not change during an episode: stored once per episode.
 STATIC_KEYS = ("machine_mask", "links", "layer_mask", "edges", "edge_mask", "neighbours", "neighbour_links", "neighbour_mask")
 
@@ -271,6 +273,8 @@ class BCSettings:
         learning_rate: Adam's step size (decayed by cosine to 10% over the epochs).
         batch_steps: slots per Adam step (episodes are accumulated until at least this many).
         vf_coef: weight of the value loss.
+        decision_weight: cross-entropy weight of the slots whose label is not the
+            predecessor's machine (see :func:`decision_weights`).
         max_grad_norm: gradient clipping.
         seed: seeds the episode order.
         max_minutes: stop after this many minutes (0 = no limit).
@@ -280,6 +284,7 @@ class BCSettings:
     learning_rate: float = 1e-3
     batch_steps: int = 512
     vf_coef: float = 0.5
+    decision_weight: float = 1.0
     max_grad_norm: float = 1.0
     seed: int = 0
     max_minutes: float = 0.0
@@ -303,6 +308,18 @@ class BCResult:
 
     epochs: list[BCEpoch] = field(default_factory=list)
     stopped_early: bool = False
+
+
+def decision_weights(episode: Episode, weight: float) -> torch.Tensor:
+    """``[T]`` ``weight`` where the label is not the machine holding the slot's predecessor (a
+    replica's first slot, a new stage), 1 where it is (the slot stays in its stage).
+
+    Most slots stay; the few that start a replica or a stage decide the pipeline, and without
+    a weight behaviour cloning fits the stays and misses them.
+    """
+    features = episode.dynamic["machine_features"]
+    stays = features[np.arange(episode.steps), episode.actions, _HOLDS_PREDECESSOR] > 0.5
+    return torch.from_numpy(np.where(stays, 1.0, float(weight)).astype(np.float32))
 
 
 def episode_losses(policy: Any, episode: Episode) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -355,7 +372,8 @@ def behaviour_cloning(
             if ep.steps == 0:
                 continue
             ce, verr, correct = episode_losses(policy, ep)
-            loss = ce.sum() + settings.vf_coef * verr.sum()
+            weighted = ce if settings.decision_weight == 1.0 else ce * decision_weights(ep, settings.decision_weight)
+            loss = weighted.sum() + settings.vf_coef * verr.sum()
             (loss / settings.batch_steps).backward()
             sums += (float(loss.detach()), float(ce.detach().sum()), float(verr.detach().sum()), float(correct.sum()))
             pending += ep.steps

@@ -17,6 +17,7 @@ import math
 import os
 import platform
 import shutil
+import struct
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from typing import Any
 
 from agents.config import RunConfig, config_from_dict, read_config_file, validate_config
 from hulk_env.errors import HulkInputError
-from hulk_env.files import atomic_write_text
+from hulk_env.files import atomic_write_bytes, atomic_write_text
 
 CONFIG_FILE = "config.yaml"
 VERSIONS_FILE = "versions.json"
@@ -220,6 +221,9 @@ def clean_for_resume(run_dir: Path, checkpoint_timesteps: int | None) -> None:
     * temporary files of writes cut short (``.<name>.tmp<pid>``), anywhere in the directory;
     * rows of ``eval/evaluations.csv`` after the checkpoint (the resumed run evaluates those
       steps again);
+    * TensorBoard events after the checkpoint, and a record torn by the kill, from every event
+      file under ``tb/`` (the resumed run logs those steps again: curves would get two points
+      per step);
     * with no checkpoint at all (killed before the first one): the run restarts from step 0,
       so the killed attempt's TensorBoard logs and best policy go too.
     """
@@ -237,6 +241,43 @@ def clean_for_resume(run_dir: Path, checkpoint_timesteps: int | None) -> None:
     if checkpoint_timesteps is None:
         for part in (TENSORBOARD_DIR, BEST_POLICY_DIR):
             shutil.rmtree(Path(run_dir) / part, ignore_errors=True)
+    else:
+        from agents.tb_curves import EVENT_GLOB
+
+        for events in sorted((Path(run_dir) / TENSORBOARD_DIR).rglob(EVENT_GLOB)):
+            if events.is_file():
+                _truncate_events(events, checkpoint_timesteps)
+
+
+# A TFRecord (TensorBoard's event file format): uint64 length, uint32 CRC of the length, the
+# record (one serialised ``Event``), uint32 CRC of the record; little-endian.
+_RECORD_HEAD = struct.Struct("<QI")
+_RECORD_CRC_BYTES = 4
+
+
+def _truncate_events(path: Path, keep_until: int) -> None:
+    """Rewrite an event file without its events after step ``keep_until`` and without a record
+    cut short (kept records are copied byte for byte, their checksums with them)."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto import event_pb2
+
+    data = path.read_bytes()
+    kept, pos = [], 0
+    while pos + _RECORD_HEAD.size <= len(data):
+        length, _ = _RECORD_HEAD.unpack_from(data, pos)
+        end = pos + _RECORD_HEAD.size + length + _RECORD_CRC_BYTES
+        if end > len(data):  # torn by the kill
+            break
+        try:
+            event = event_pb2.Event.FromString(data[pos + _RECORD_HEAD.size : end - _RECORD_CRC_BYTES])
+        except DecodeError:
+            break
+        if event.step <= keep_until:
+            kept.append(data[pos:end])
+        pos = end
+    pruned = b"".join(kept)
+    if pruned != data:
+        atomic_write_bytes(path, pruned)
 
 
 def _row_step(line: str) -> float:

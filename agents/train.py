@@ -372,7 +372,7 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
     rows = ["round,epoch,loss,cross_entropy,value_loss,accuracy,wall_s"]
     settings = BCSettings(
         epochs=im.epochs, learning_rate=im.learning_rate, batch_steps=im.batch_steps, vf_coef=im.vf_coef,
-        seed=tc.seed, max_minutes=im.max_minutes,
+        decision_weight=im.decision_weight, seed=tc.seed, max_minutes=im.max_minutes,
     )  # fmt: skip
     for rnd in range(1 + im.dagger_rounds):
         if rnd:

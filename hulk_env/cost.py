@@ -152,6 +152,19 @@ class BatchTimes(NamedTuple):
 # --------------------------------------------------------------------------------------------
 # Public API
 # --------------------------------------------------------------------------------------------
+def backward_flops(workload: Workload) -> np.ndarray:
+    """``[L]`` backward FLOPs per micro-batch of each layer: ``2 f_l + g_l`` (the gradients and
+    the forward that activation recomputation reruns, ``Workload.recompute_flops``)."""
+    return BACKWARD_FLOPS_FACTOR * workload.flops + workload.recompute_flops
+
+
+def train_flops(workload: Workload) -> np.ndarray:
+    """``[L]`` training FLOPs per micro-batch of each layer, ``3 f_l + g_l``: what the model
+    charges a machine for a slot (``C_m``). Everything that estimates compute seconds of a
+    layer (the env's load features, re-placement, the stage DP) uses this one rule."""
+    return TRAIN_FLOPS_FACTOR * workload.flops + workload.recompute_flops
+
+
 def validate_placement(
     placement: np.ndarray, cluster: Cluster, workload: Workload, *, batch: bool = False
 ) -> np.ndarray:
@@ -281,7 +294,7 @@ def evaluate_one(cluster: Cluster, workload: Workload, placement: np.ndarray) ->
     m, nmb = cluster.num_machines, workload.num_micro_batches
     rows = placement.tolist()
     # C_m: per-slot training FLOPs summed per machine in slot order (np.bincount's order)
-    slot_flops = (TRAIN_FLOPS_FACTOR * workload.flops + workload.recompute_flops).tolist()
+    slot_flops = train_flops(workload).tolist()
     total = [0.0] * m
     for row in rows:
         for layer, a in enumerate(row):
@@ -373,7 +386,7 @@ def machine_compute_s(cluster: Cluster, workload: Workload, mach: np.ndarray) ->
     """``[N, M]`` compute seconds per micro-batch on each machine, ``C_m``."""
     n, d, n_layers = mach.shape
     m = cluster.num_machines
-    flops = np.broadcast_to(TRAIN_FLOPS_FACTOR * workload.flops + workload.recompute_flops, (n, d, n_layers))
+    flops = np.broadcast_to(train_flops(workload), (n, d, n_layers))
     slots = (np.arange(n)[:, None, None] * m + mach).ravel()
     total = np.bincount(slots, weights=flops.ravel(), minlength=n * m).reshape(n, m)
     return total / cluster.flops
@@ -465,7 +478,7 @@ def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) 
         return np.array([_first_micro_batch_one(cluster, workload, mach[0])])  # [1, D]
     lat, bw, act = cluster.latency_s, cluster.bandwidth_bps, workload.activation_bytes
     fwd_s = workload.flops / cluster.flops[mach]  # [N, D, L]
-    back_s = (BACKWARD_FLOPS_FACTOR * workload.flops + workload.recompute_flops) / cluster.flops[mach]
+    back_s = backward_flops(workload) / cluster.flops[mach]
     n_layers = workload.num_layers
     finish = [np.empty(0)] * n_layers
     for v in range(n_layers):
@@ -507,7 +520,7 @@ def _first_micro_batch_one(cluster: Cluster, workload: Workload, mach: np.ndarra
     """``P_r`` per replica of one placement ``[D, L]``: :func:`first_micro_batch_s` in floats."""
     lat, bw = cluster.latency_s.item, cluster.bandwidth_bps.item
     act, flops, speed = workload.activation_bytes.tolist(), workload.flops.tolist(), cluster.flops.tolist()
-    back_flops = (BACKWARD_FLOPS_FACTOR * workload.flops + workload.recompute_flops).tolist()
+    back_flops = backward_flops(workload).tolist()
     preds, succs, n_layers = workload.predecessors, workload.successors, workload.num_layers
     sinks = [v for v in range(n_layers) if not succs[v]]
     per_replica = []

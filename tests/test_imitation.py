@@ -199,3 +199,18 @@ def test_training_starts_from_imitation_and_selects_on_validation(tmp_path):
     assert load_policy(run).meta["env_id"] == "hulk/Placement-v1"
     again = train(resume=run)
     assert (again / "eval" / "imitation.csv").read_text().splitlines() == curve  # not cloned again
+
+
+def test_decision_weights_mark_replica_starts_and_new_stages(toy_episodes):
+    from agents.imitation import decision_weights
+
+    demos, episodes = toy_episodes
+    for demo, ep in zip(demos, episodes, strict=True):
+        weights = decision_weights(ep, 5.0).numpy()
+        flat = demo.placement.reshape(-1)
+        n_layers = demo.instance.num_layers
+        for t in range(ep.steps):
+            # the first layer has no predecessor; on a chain of layers, staying = the previous layer's machine
+            moves = t % n_layers == 0 or flat[t] != flat[t - 1]
+            assert weights[t] == (5.0 if moves else 1.0), (t, flat)
+        assert np.all(decision_weights(ep, 1.0).numpy() == 1.0)

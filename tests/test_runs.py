@@ -206,6 +206,26 @@ def test_clean_for_resume_drops_rows_after_the_checkpoint_and_temp_files(tmp_pat
     assert _eval_steps(tmp_path) == []
 
 
+def test_clean_for_resume_cuts_tensorboard_events_after_the_checkpoint(tmp_path):
+    from agents.tb_curves import read_curves
+    from tests.tb_events import write_event_file
+
+    tag = "placement/speedup_vs_naive"
+    write_event_file(tmp_path / "tb" / "ppo_1", tag, [(128, 1.0), (256, 1.5), (384, 2.0), (512, 2.5)])
+    (events,) = (tmp_path / "tb" / "ppo_1").glob("events.out.tfevents.*")
+    with open(events, "ab") as fh:
+        fh.write(b"\x40\x00\x00\x00\x00\x00\x00\x00half")  # a record the kill cut short
+    clean_for_resume(tmp_path, 256)
+    write_event_file(tmp_path / "tb" / "ppo_2", tag, [(384, 2.2), (512, 2.7)])  # the resumed run
+    (curve,) = read_curves(tmp_path)
+    assert curve.steps.tolist() == [128, 256, 384, 512]  # one point per step
+    assert curve.values.tolist() == pytest.approx([1.0, 1.5, 2.2, 2.7])
+    assert events.read_bytes()[-4:] != b"half"
+    before = events.read_bytes()
+    clean_for_resume(tmp_path, 512)  # nothing past the checkpoint: left as it is
+    assert events.read_bytes() == before
+
+
 def test_bad_settings_leave_no_run_directory(tmp_path):
     from agents.config import TrainSettings
     from agents.train import train

@@ -17,13 +17,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from hulk_env.baselines.base import PlacementResult
+from hulk_env.baselines.common import Evaluator
 from hulk_env.baselines.genome import decode, encode, mutate
-from hulk_env.baselines.seeds import search_start
-from hulk_env.feasibility import capacity_reason
+from hulk_env.baselines.seeded_search import run_seeded_search
 from hulk_env.instance import Instance
 
 NAME = "anneal"
-DEFAULT_BUDGET = 20_000
 PROPOSALS = 32
 T_START = 0.02
 T_END = 1e-4
@@ -32,22 +31,16 @@ T_END = 1e-4
 def anneal(
     instance: Instance, seed: int = 0, budget: int | None = None, starts: Sequence[np.ndarray] = ()
 ) -> PlacementResult:
-    """Simulated annealing from the best heuristic.
+    """Simulated annealing from the best heuristic (arguments and result:
+    :func:`~hulk_env.baselines.seeded_search.run_seeded_search`; default budget 20,000)."""
+    return run_seeded_search(NAME, _anneal, instance, seed, budget, starts)
 
-    Args:
-        instance: the cluster and workload.
-        seed: seeds every random choice.
-        budget: cost evaluations in all, the heuristics' included (default 20,000).
-        starts: placements to start from besides the heuristics' (e.g. a policy's).
-    """
-    budget = DEFAULT_BUDGET if budget is None else int(budget)
-    rng = np.random.default_rng(seed)
-    starts, used, evaluator = search_start(instance, seed, budget, starts)
-    if evaluator is None:
-        return PlacementResult(NAME, None, used, capacity_reason(instance))
+
+def _anneal(instance: Instance, starts: list[np.ndarray], evaluator: Evaluator, rng: np.random.Generator) -> None:
+    """The annealing loop from the fastest of ``starts`` until ``evaluator`` is exhausted."""
     times = evaluator.times(np.stack(starts))
     if not np.isfinite(times.min()):  # no budget left to evaluate the starts
-        return PlacementResult(NAME, starts[0], used + evaluator.evals)
+        return
     n_layers, m = instance.num_layers, instance.num_machines
     current = encode(starts[int(np.argmin(times))], m)
     current_time = float(times.min())
@@ -63,4 +56,3 @@ def anneal(
             if delta <= 0 or rng.random() < np.exp(-delta / temperature):
                 current, current_time = proposals[i], float(t[i])
         temperature *= cooling
-    return PlacementResult(NAME, evaluator.best_placement, used + evaluator.evals)

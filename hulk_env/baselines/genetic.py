@@ -26,12 +26,10 @@ import numpy as np
 from hulk_env.baselines.base import PlacementResult
 from hulk_env.baselines.common import Evaluator
 from hulk_env.baselines.genome import Genome, crossover, decode, encode, mutate
-from hulk_env.baselines.seeds import search_start
-from hulk_env.feasibility import capacity_reason
+from hulk_env.baselines.seeded_search import run_seeded_search
 from hulk_env.instance import Instance
 
 NAME = "genetic"
-DEFAULT_BUDGET = 20_000
 POPULATION = 32
 TOURNAMENT = 3
 CROSSOVER_RATE = 0.7
@@ -41,27 +39,31 @@ LOCAL_SEARCH_MOVES = 48
 def genetic(
     instance: Instance, seed: int = 0, budget: int | None = None, starts: Sequence[np.ndarray] = ()
 ) -> PlacementResult:
-    """Hybrid genetic search from the heuristics' placements.
+    """Hybrid genetic search from the heuristics' placements (arguments and result:
+    :func:`~hulk_env.baselines.seeded_search.run_seeded_search`; default budget 20,000)."""
+    return run_seeded_search(NAME, evolve, instance, seed, budget, starts)
+
+
+def evolve(
+    instance: Instance, starts: list[np.ndarray], evaluator: Evaluator, rng: np.random.Generator
+) -> None:
+    """Evolve a population from ``starts`` until ``evaluator`` is exhausted.
+
+    The seam for a genetic search of another objective (re-placement searches the horizon
+    total): every genome is scored by ``evaluator`` (an :class:`Evaluator` subclass overriding
+    ``score``), the distinct ``starts`` first, so they are evaluated even when the budget is
+    tiny; the answer is ``evaluator.best_placement``.
 
     Args:
-        instance: the cluster and workload.
-        seed: seeds every random choice.
-        budget: cost evaluations in all, the heuristics' included (default 20,000).
-        starts: placements to start from besides the heuristics' (e.g. a policy's).
+        instance: the cluster and workload the placements are on.
+        starts: ``[D, L]`` placements to seed the population (at least one).
+        evaluator: the budgeted evaluator every batch goes through.
+        rng: drives every random choice.
     """
-    budget = DEFAULT_BUDGET if budget is None else int(budget)
-    rng = np.random.default_rng(seed)
-    starts, used, evaluator = search_start(instance, seed, budget, starts)
-    if evaluator is None:
-        return PlacementResult(NAME, None, used, capacity_reason(instance))
     search = _Search(instance, evaluator, rng)
     search.start(starts)
     while not evaluator.exhausted:
         search.generation()
-    result = evaluator.result(NAME)
-    if result.placement is None:  # no budget left to evaluate even the seeds
-        return PlacementResult(NAME, starts[0], used)
-    return PlacementResult(NAME, result.placement, used + evaluator.evals)
 
 
 class _Search:

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hulk_env.cost import TRAIN_FLOPS_FACTOR, pipeline_time_s
+from hulk_env.cost import pipeline_time_s, train_flops
 from hulk_env.feasibility import stash_count
 from hulk_env.instance import Instance
 from hulk_env.workload import Workload
@@ -105,7 +105,7 @@ class _Layers(NamedTuple):
 def _layers(instance: Instance, reverse: bool) -> _Layers:
     w = instance.workload
     view = _Layers(
-        TRAIN_FLOPS_FACTOR * w.flops + w.recompute_flops,  # recomputation reruns forwards
+        train_flops(w),  # recomputation reruns forwards
         cut_bytes(w),
         w.state_bytes_per_param * w.params,
         w.stash_bytes.copy(),

@@ -30,7 +30,7 @@ MACHINE_FEATURES = (
     "memory_log",  # clip((log10(bytes) - 9) / 3, 0, 1.5): 1 GB -> 0, 1 TB -> 1
     "memory_rel",  # memory / largest memory of the instance
     "free_memory",  # free / total memory, now
-    "load",  # C / (C + C_bal): compute s per micro-batch so far, C_bal = perfectly spread work
+    "load",  # C / (C + C_bal): compute s per micro-batch so far (the cost model's C_m), C_bal = perfectly spread work
     "layers_held",  # (replica, layer) slots on the machine / D * L
     "in_replica",  # 1 if it holds a layer of the current replica
     "holds_predecessor",  # 1 if it holds a predecessor of the current layer (same replica)
@@ -117,7 +117,8 @@ class StaticParts:
         capacity_bytes: ``[M]`` memory the mask lets each machine fill (``(1 - MEMORY_RTOL) x``).
         state_bytes: per layer, model-state bytes (``state_bytes_per_param x params``).
         stash_bytes: per layer, stashed bytes per micro-batch.
-        train_s: ``[L, M]`` forward + backward seconds of a layer on a machine, per micro-batch.
+        train_s: ``[L, M]`` training seconds of a layer on a machine per micro-batch
+            (:func:`hulk_env.cost.train_flops`: forward, backward, recomputation).
         predecessors: per layer, its predecessors.
         balanced_s: ``C_bal``, compute s per micro-batch per machine if work were spread
             perfectly by FLOP/s (scale of the ``load`` feature).
@@ -188,7 +189,7 @@ def build_static(
         )
     ref_time = float(placement_cost(instance, reference).iteration_time_s)
     flops, mem = c.flops, c.memory_bytes
-    train_flops = cost.TRAIN_FLOPS_FACTOR * w.flops
+    train_flops = cost.train_flops(w)  # the cost model's C_m per slot, recomputation included
     balanced = d * float(train_flops.sum()) / float(flops.sum())
     arrays = (
         _machine_features(instance, max_machines),

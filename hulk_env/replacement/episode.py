@@ -78,7 +78,8 @@ class EpisodeSpec:
         fixed: ``[D, L]`` machines of the slots that are not decided (``-1`` for decided ones).
         capacity_bytes: ``[M]`` memory the mask lets each machine fill (0 for failed machines).
         state_bytes, stash_bytes: ``[L]`` per layer.
-        train_s: ``[L, M]`` forward + backward seconds per micro-batch of a layer on a machine.
+        train_s: ``[L, M]`` training seconds per micro-batch of a layer on a machine
+            (:func:`hulk_env.cost.train_flops`: forward, backward, recomputation).
         copy_s: ``[L, M]`` seconds to copy the layer's state to the machine (0 where held).
         held: ``[L, M]`` the machine holds the layer's state.
         prev, next_: ``[L]`` first predecessor / successor of each layer (``-1``: none).
@@ -140,7 +141,7 @@ def episode_spec(problem: ReplacementProblem, scope: str = "all") -> EpisodeSpec
         capacity_bytes=np.where(problem.failed, 0.0, c.memory_bytes * (1.0 - MEMORY_RTOL)),
         state_bytes=w.state_bytes_per_param * w.params,
         stash_bytes=np.asarray(w.stash_bytes, dtype=np.float64),
-        train_s=cost.TRAIN_FLOPS_FACTOR * w.flops[:, None] / c.flops[None, :],
+        train_s=cost.train_flops(w)[:, None] / c.flops[None, :],
         copy_s=copy_s,
         held=src.held,
         prev=prev,
@@ -160,7 +161,7 @@ def _bottleneck_reference(problem: ReplacementProblem, old_bottleneck_s: float) 
     c, w = problem.instance.cluster, problem.instance.workload
     used = len(np.unique(problem.old))
     fastest = np.sort(c.flops[~problem.failed])[::-1][:used].sum()
-    work = cost.TRAIN_FLOPS_FACTOR * w.flops.sum() * w.data_parallel
+    work = cost.train_flops(w).sum() * w.data_parallel
     return max(old_bottleneck_s, work / fastest)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from hulk_env import cost
 from hulk_env.baselines import get_method
 from hulk_env.baselines.common import Evaluator
-from hulk_env.baselines.genetic import _Search as GeneticSearch
+from hulk_env.baselines.genetic import evolve
 from hulk_env.baselines.seeds import heuristic_seeds
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import capacity_reason, stash_count
@@ -193,7 +193,7 @@ class HorizonEvaluator(Evaluator):
 
 
 def search(problem: ReplacementProblem, seed: int = 0, budget: int | None = None) -> Answer:
-    """Genetic search (:mod:`hulk_env.baselines.genetic`) on the horizon total.
+    """Genetic search (:func:`hulk_env.baselines.genetic.evolve`) on the horizon total.
 
     The population starts from the ``repair`` placement and the heuristics' placements on the
     surviving machines (:func:`hulk_env.baselines.seeds.heuristic_seeds`, within a quarter of
@@ -213,10 +213,7 @@ def search(problem: ReplacementProblem, seed: int = 0, budget: int | None = None
     if not starts:
         return Answer(None, used, capacity_reason(problem.sub_instance))
     evaluator = HorizonEvaluator(problem, max(0, budget - used))
-    population = GeneticSearch(problem.sub_instance, evaluator, np.random.default_rng(seed))
-    population.start(starts)
-    while not evaluator.exhausted:
-        population.generation()
+    evolve(problem.sub_instance, starts, evaluator, np.random.default_rng(seed))
     if evaluator.best_placement is None:  # no budget left to evaluate even the starts
         return Answer(problem.to_full(starts[0]), used + evaluator.evals)
     return Answer(problem.to_full(evaluator.best_placement), used + evaluator.evals)

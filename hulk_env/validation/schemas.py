@@ -503,6 +503,7 @@ class ImitationSection(Strict):
     learning_rate: Number(0, 1, positive=True)
     batch_steps: Number(1, 10**7, integer=True)
     vf_coef: Number(0, 100)
+    decision_weight: Number(0, 1000, positive=True)
     max_minutes: Number(0, 10**7)
 
     check_methods = field_validator("methods")(_known("methods", "baseline method"))
