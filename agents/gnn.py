@@ -16,7 +16,8 @@ observation"). It reads three graphs that share the batch axis ``B``:
   embeddings of the slots it holds, each placed slot reads its machine's embedding (gathers).
 
 The current slot (``cursor``) gives a context vector (its embedding after the DAG rounds, plus
-the global features) that is added to every machine before the machine rounds (so machines
+the global features and :func:`instance_features`: the number of replicas and how much of the
+cluster's memory the model needs) that is added to every machine before the machine rounds (so machines
 attend with the layer at hand in mind) and that the policy head combines with every machine
 embedding. The machines' own features (v1's 15 columns) include the links from the machine of
 the slot's predecessor and from the machine of the same layer in the previous replica, the
@@ -51,6 +52,11 @@ from hulk_env.env.observation import CLIP
 _PRED = MACHINE_FEATURES_V1.index("holds_predecessor")
 _RING_BW = MACHINE_FEATURES_V1.index("ring_bandwidth")
 _WITNESS = MACHINE_FEATURES_V1.index("witness")
+_LAYER_DEPTH = LAYER_FEATURES.index("depth")
+_LAYER_MEMORY = LAYER_FEATURES.index("memory_rel")
+_MACHINE_MEMORY = MACHINE_FEATURES_V1.index("memory_rel")
+_INSTANCE_FEATURES = 2  # read off the observation by instance_features: log2(D) / 3, memory need / memory
+_SUM_SCALE = 1.0 / 8  # the link-gated neighbour sum over K_0 = 8 (half the default neighbour list)
 _NEG = -1e9  # attention logit of a padded neighbour (finite: no NaN when a row is all padding)
 SIGNALS = ("pred", "ring", "witness", "gain", "fits")  # per-machine signals for the head's priors
 
@@ -192,10 +198,14 @@ class NeighbourAttention(nn.Module):
 
     ``alpha^k_ij = softmax_j(LeakyReLU(s^k_i + t^k_{n(i,j)} + e^k_ij))`` over the real
     neighbours ``n(i, j)`` of machine ``i``, ``e^k_ij`` linear in the link features;
-    ``h'_i = h_i + ReLU(W_o [sum_j alpha^k_ij v^k_{n(i,j)}]_k)`` with pre-LayerNorm, then the
-    pooled mean and max of all real machines are added back (``W_g``): the neighbour lists give
-    the local structure, the pooling what lies beyond them. Additive scores cost ``O(K)`` per
-    machine and head; the gathered values ``O(K H)``.
+    ``h'_i = h_i + ReLU(W_o [sum_j alpha^k_ij v^k_{n(i,j)}]_k + W_s [sum_j g^k_ij v^k_{n(i,j)} / K_0]_k)``
+    with pre-LayerNorm, then the pooled mean and max of all real machines are added back
+    (``W_g``): the neighbour lists give the local structure, the pooling what lies beyond them.
+    The second sum is gated by the link alone (``g^k_ij = sigmoid`` of a linear function of the
+    link features) and not normalised: attention weights sum to one, so they can say what the
+    neighbours are like but not how many there are -- how much compute and memory lie within a
+    few milliseconds, which decides where a pipeline should start. Additive scores cost ``O(K)``
+    per machine and head; the gathered values ``O(K H)``.
     """
 
     def __init__(self, hidden: int, heads: int) -> None:
@@ -206,7 +216,9 @@ class NeighbourAttention(nn.Module):
         self.norm = nn.LayerNorm(hidden)
         self.proj = nn.Linear(hidden, hidden + 2 * heads)  # values | target scores | source scores
         self.edge = nn.Linear(len(LINK_FEATURES), heads)
+        self.gate = nn.Linear(len(LINK_FEATURES), heads)
         self.out = nn.Linear(hidden, hidden)
+        self.sum_out = nn.Linear(hidden, hidden, bias=False)
         self.pooled = nn.Linear(2 * hidden, hidden, bias=False)
 
     def forward(self, h: torch.Tensor, obs: Observation) -> torch.Tensor:
@@ -219,8 +231,11 @@ class NeighbourAttention(nn.Module):
         logits = nn.functional.leaky_relu(src.unsqueeze(2) + dst + self.edge(obs.neighbour_links), 0.2)
         logits = logits.masked_fill(~obs.neighbour_mask.unsqueeze(-1), _NEG)
         alpha = torch.softmax(logits, dim=2)  # over the neighbours
-        agg = (alpha.unsqueeze(-1) * values.view(b, m, -1, k, self.head_dim)).sum(2).reshape(b, m, hidden)
-        h = h + torch.relu(self.out(agg))
+        per_head = values.view(b, m, -1, k, self.head_dim)
+        agg = (alpha.unsqueeze(-1) * per_head).sum(2).reshape(b, m, hidden)
+        gate = torch.sigmoid(self.gate(obs.neighbour_links)) * obs.neighbour_mask.unsqueeze(-1)
+        total = (gate.unsqueeze(-1) * per_head).sum(2).reshape(b, m, hidden) * _SUM_SCALE
+        h = h + torch.relu(self.out(agg) + self.sum_out(total))
         pooled = torch.cat([masked_mean(h, obs.machine_mask), masked_max(h, obs.machine_mask)], -1)
         return h + self.pooled(pooled).unsqueeze(1)
 
@@ -264,7 +279,7 @@ class PlacementGNN(BaseFeaturesExtractor):
         heads: int = 2,
     ) -> None:
         max_machines = int(observation_space["machine_mask"].shape[0])
-        summary_dim = 3 * hidden_dim + len(GLOBAL_FEATURES)
+        summary_dim = 3 * hidden_dim + len(GLOBAL_FEATURES) + _INSTANCE_FEATURES
         super().__init__(observation_space, max_machines * (hidden_dim + 1 + len(SIGNALS)) + summary_dim)
         self.max_machines = max_machines
         self.hidden_dim = hidden_dim
@@ -276,7 +291,7 @@ class PlacementGNN(BaseFeaturesExtractor):
         self.layer_rounds = nn.ModuleList(LayerDagConv(h) for _ in range(layer_rounds))
         self.to_machine = nn.ModuleList(nn.Linear(h, h, bias=False) for _ in range(layer_rounds))
         self.to_layer = nn.ModuleList(nn.Linear(h, h, bias=False) for _ in range(layer_rounds))
-        self.current = nn.Linear(h + len(GLOBAL_FEATURES), h)
+        self.current = nn.Linear(h + len(GLOBAL_FEATURES) + _INSTANCE_FEATURES, h)
         self.current_to_machine = nn.Linear(h, h, bias=False)
         self.machine_rounds = nn.ModuleList(NeighbourAttention(h, heads) for _ in range(machine_rounds))
         self.head_norm = nn.LayerNorm(h)
@@ -304,7 +319,8 @@ class PlacementGNN(BaseFeaturesExtractor):
             h = h + to_m(holds.view(b, m, hidden))
 
         current = y.gather(1, obs.cursor.view(b, 1, 1).expand(b, 1, hidden)).squeeze(1)
-        c = torch.relu(self.current(torch.cat([current, obs.globals_], dim=-1)))  # [B, H]
+        globals_ = torch.cat([obs.globals_, instance_features(obs)], dim=-1)
+        c = torch.relu(self.current(torch.cat([current, globals_], dim=-1)))  # [B, H]
         h = h + self.current_to_machine(c).unsqueeze(1)
         for block in self.machine_rounds:
             h = block(h, obs)
@@ -312,7 +328,7 @@ class PlacementGNN(BaseFeaturesExtractor):
         mmask = obs.machine_mask
         valid = mmask.float()
         z = self.head_norm(h) * valid.unsqueeze(-1)
-        summary = torch.cat([masked_mean(z, mmask), masked_max(z, mmask), c, obs.globals_], dim=-1)
+        summary = torch.cat([masked_mean(z, mmask), masked_max(z, mmask), c, globals_], dim=-1)
         mf = obs.machine_features
         pred = (mf[..., _PRED] > 0.5).float()
         ring = (mf[..., _RING_BW] >= CLIP - 1e-4).float()  # own machine: infinite bandwidth, clipped
@@ -323,6 +339,24 @@ class PlacementGNN(BaseFeaturesExtractor):
             gain = fits = torch.zeros_like(pred)
         signals = torch.stack([pred, ring, witness, gain, fits], dim=1) * valid.unsqueeze(1)
         return MachineEmbeddings(z, mmask, signals, summary)
+
+
+def instance_features(obs: Observation) -> torch.Tensor:
+    """``[B, 2]`` what the whole instance asks, read off the observation: ``log2(D) / 3`` and
+    the memory all slots need over the memory of all machines (clipped to 2).
+
+    Placing replica 0 well needs both (shared by all replicas, or one chain per replica?), and
+    neither the current slot nor the global features say them: ``D`` is the number of real
+    slots at topological position 0 (one per replica), the need the sum of the slots'
+    ``memory_rel`` (state + one micro-batch of stash, over the largest machine's memory), the
+    memory the sum of the machines' ``memory_rel``.
+    """
+    real = obs.layer_mask
+    lf, mf = obs.layer_features, obs.machine_features
+    replicas = (real & (lf[..., _LAYER_DEPTH] < 1e-6)).sum(1).clamp(min=1).float()
+    need = (lf[..., _LAYER_MEMORY] * real).sum(1)
+    memory = (mf[..., _MACHINE_MEMORY] * obs.machine_mask).sum(1).clamp(min=1e-6)
+    return torch.stack([torch.log2(replicas) / 3.0, (need / memory).clamp(max=2.0)], dim=-1)
 
 
 def split_features(features: torch.Tensor, hidden_dim: int, summary_dim: int) -> MachineEmbeddings:

@@ -158,3 +158,18 @@ def test_toy_instances_of_any_size_run_with_one_network():
     for inst in [gen(rng) for _ in range(6)]:
         logits = _logits(net, _observations(inst, [])[0])
         assert logits.shape == (inst.num_machines,) and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_instance_features_read_replicas_and_memory_need_off_the_observation(d):
+    from agents.gnn import instance_features, read_observation
+    from hulk_env.feasibility import layer_memory_bytes
+
+    inst = _instance(d)
+    obs, _ = _env(inst, Padding(12, 64, 128), lookahead=False).reset(options={"instance": inst})
+    tensors = {k: torch.as_tensor(v).unsqueeze(0) for k, v in obs.items()}
+    log_d, tightness = instance_features(read_observation(tensors))[0].tolist()
+    assert log_d == pytest.approx(np.log2(d) / 3)
+    # all D replicas' state + one stashed micro-batch per layer, over the cluster's memory
+    need = d * layer_memory_bytes(inst, 1).sum() / inst.cluster.memory_bytes.sum()
+    assert tightness == pytest.approx(min(need, 2.0), rel=1e-3)
