@@ -38,7 +38,8 @@ this order (the first that fits is the one applied):
   a learner imitating ``latency-chain-dp`` would otherwise be refused a demonstrated move on
   about a third of memory-tight or multi-replica instances. Tried only for machines the cheap
   repairs refuse, that have room for the slot, at most ``REPLAN_CANDIDATES`` per step (the
-  previous layer's machine first, then the roomiest).
+  previous layer's machine and the same layer's machine in the previous replica first, then
+  the roomiest).
 
 Cost: each test is a handful of numpy operations on ``[M]`` vectors for all machines at once
 (no ``[M, M]`` work). When every machine passed the last full test and its thresholds still
@@ -75,8 +76,9 @@ from hulk_env.instance import Instance
 MEMORY_RTOL = 1e-9
 STAY, SWAP, EXCHANGE, RELABEL, REPLAN = 0, 1, 2, 3, 4  # how an allowed action repairs the witness
 # Machines a step tests with a re-plan (the costly repair) when the cheap ones refuse them: the
-# previous layer's machine first, then the roomiest. Bounds a step's cost on large clusters.
-REPLAN_CANDIDATES = 64
+# previous layer's machine and the same layer's machine in the previous replica first, then the
+# roomiest. Bounds a step's cost on large, memory-tight clusters.
+REPLAN_CANDIDATES = 24
 
 
 @dataclass(frozen=True, eq=False)
@@ -361,20 +363,22 @@ class Witness:
         if not len(cand):
             return
         order = cand[np.argsort(-free[cand], kind="stable")].tolist()
+        # The previous layer's machine (stay in the stage) and the machine of this layer in the
+        # previous replica (replicas sharing machines) first: the moves a pipeline makes most.
         prev = self.row[layer - 1] if layer else -1
-        if prev in order:
-            order.remove(prev)
-            order.insert(0, prev)
+        ring = int(self.placement[self.t // self._num_layers - 1, layer]) if self.t >= self._num_layers else -1
+        first = [a for a in dict.fromkeys((prev, ring)) if a in order]
+        rest = [a for a in order if a not in first]
         open_state, open_stash = np.asarray(self._open_state), np.asarray(self._open_stash)
         outside = self.outside_placed(layer)
-        for a in order[:REPLAN_CANDIDATES]:
+        for i, a in enumerate((first + rest)[:REPLAN_CANDIDATES]):
             plan = replan(s, self.placement, self.t, a, placed_before, open_state, open_stash)
             if plan is not None:
                 self._plans[a] = plan
                 mask[a] = True
-            elif outside[a]:
-                # Machines new to the replica are tried roomiest first: one with less room
-                # would fill fewer layers from the same pool, so stop (conservative, cheap).
+            elif outside[a] and i >= len(first):
+                # The rest are tried roomiest first: a machine new to the replica with less
+                # room would fill fewer layers from the same pool, so stop (conservative, cheap).
                 break
 
     def _relabel_mask(self, w: int, layer: int) -> np.ndarray:
@@ -589,7 +593,7 @@ def _fill(total: list[float], start: int, order: np.ndarray, free: np.ndarray, m
     distinct machines of which the first ``members`` of ``order`` are already counted; ``None``
     when they do not fit that way. ``total`` is the cumulative sum of every layer's need."""
     n = len(total)
-    out = np.empty(n - start, dtype=np.int64)
+    out: list[int] = []  # a list: slice writes into an array cost more than the fill itself
     done, depth = start, members
     # Only the members and max_depth - members + 1 new machines can be visited.
     for i, mach in enumerate(order[: max_depth + 1].tolist()):
@@ -605,9 +609,9 @@ def _fill(total: list[float], start: int, order: np.ndarray, free: np.ndarray, m
             depth += 1
             if depth > max_depth:
                 return None
-        out[done - start : done - start + take] = mach
+        out += [mach] * take
         done += take
-    return out if done == n else None
+    return np.array(out, dtype=np.int64) if done == n else None
 
 
 def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, placed_before: np.ndarray,
