@@ -38,8 +38,9 @@ this order (the first that fits is the one applied):
   a learner imitating ``latency-chain-dp`` would otherwise be refused a demonstrated move on
   about a third of memory-tight or multi-replica instances. Tried only for machines the cheap
   repairs refuse, that have room for the slot, at most ``REPLAN_CANDIDATES`` per step (the
-  previous layer's machine and the same layer's machine in the previous replica first, then
-  the roomiest).
+  previous layer's machine, the same layer's machine in the previous replica and the
+  ``REPLAN_NEAREST`` machines nearest to the previous layer's first, then the roomiest); every
+  one for a replica's first slot.
 
 Cost: each test is a handful of numpy operations on ``[M]`` vectors for all machines at once
 (no ``[M, M]`` work). When every machine passed the last full test and its thresholds still
@@ -76,9 +77,11 @@ from hulk_env.instance import Instance
 MEMORY_RTOL = 1e-9
 STAY, SWAP, EXCHANGE, RELABEL, REPLAN = 0, 1, 2, 3, 4  # how an allowed action repairs the witness
 # Machines a step tests with a re-plan (the costly repair) when the cheap ones refuse them: the
-# previous layer's machine and the same layer's machine in the previous replica first, then the
-# roomiest. Bounds a step's cost on large, memory-tight clusters.
+# previous layer's machine, the same layer's machine in the previous replica and the machines
+# nearest to the previous layer's first, then the roomiest. Bounds a step's cost on large,
+# memory-tight clusters.
 REPLAN_CANDIDATES = 24
+REPLAN_NEAREST = 8  # of them, the machines nearest to the previous layer's (by latency)
 
 
 @dataclass(frozen=True, eq=False)
@@ -368,18 +371,18 @@ class Witness:
         prev = self.row[layer - 1] if layer else -1
         ring = int(self.placement[self.t // self._num_layers - 1, layer]) if self.t >= self._num_layers else -1
         first = [a for a in dict.fromkeys((prev, ring)) if a in order]
+        near = prev if prev >= 0 else ring
+        if near >= 0:  # then the machines nearest to it (where a pipeline's next stage goes)
+            latency = s.instance.cluster.latency_s[near, cand]
+            first += [a for a in cand[np.argsort(latency, kind="stable")][:REPLAN_NEAREST].tolist() if a not in first]
         rest = [a for a in order if a not in first]
         open_state, open_stash = np.asarray(self._open_state), np.asarray(self._open_stash)
-        outside = self.outside_placed(layer)
-        for i, a in enumerate((first + rest)[:REPLAN_CANDIDATES]):
+        # A replica's first slot may go anywhere (and happens D times an episode): no cap there.
+        for a in (first + rest)[: REPLAN_CANDIDATES if layer else None]:
             plan = replan(s, self.placement, self.t, a, placed_before, open_state, open_stash)
             if plan is not None:
                 self._plans[a] = plan
                 mask[a] = True
-            elif outside[a] and i >= len(first):
-                # The rest are tried roomiest first: a machine new to the replica with less
-                # room would fill fewer layers from the same pool, so stop (conservative, cheap).
-                break
 
     def _relabel_mask(self, w: int, layer: int) -> np.ndarray:
         """Machines ``a`` whose future slots (all of ``W`` from the cursor on) may trade places
