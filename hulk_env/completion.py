@@ -409,12 +409,6 @@ class Witness:
                 return False
         return True
 
-    def outside_placed(self, layer: int) -> np.ndarray:
-        """``[M]`` bool: machines holding none of the open replica's placed layers."""
-        out = np.ones(self.static.num_machines, dtype=bool)
-        out[self.row[:layer]] = False
-        return out
-
     def _holds_placed(self, w: int, layer: int) -> bool:
         """Whether ``w`` holds a placed layer of the open replica."""
         return w in self.row[:layer]

@@ -290,7 +290,7 @@ BAD_CLUSTERS = {
     "cluster_duplicate_names.yaml": (["duplicate machine name 'gpu-box'"], 3),
     "cluster_unknown_key.yaml": (["unknown key", "gpus"], 2),
     "cluster_unknown_region_no_coords.yaml": (["unknown city 'Lab-7'", "lat/lon"], 2),
-    # cloud regions and round-trip links (issue 11)
+    # cloud regions and round-trip links
     "cluster_unknown_cloud_region.yaml": (["unknown aws region 'aws:us-west-9'", "us-west-2"], 3),
     "cluster_unknown_provider.yaml": (["unknown cloud provider 'ibm'", "aws, gcp, azure"], 2),
     "cluster_country_not_city.yaml": (["'Ireland'", "aws:eu-west-1 (Dublin)"], 3),

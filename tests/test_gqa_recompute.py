@@ -1,5 +1,5 @@
 """Grouped-query attention, activation recomputation and sequence length in the builder; their
-effect on the cost model, the simulator and the memory diagnosis (issue 11)."""
+effect on the cost model, the simulator and the memory diagnosis."""
 
 from __future__ import annotations
 

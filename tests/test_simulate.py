@@ -399,7 +399,7 @@ def test_integer_valued_float_placement_is_accepted():
 
 
 # --------------------------------------------------------------------------------------------
-# The analytic model against the simulator (issue 3's acceptance numbers)
+# The analytic model against the simulator: median and worst relative error on random instances
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def comparison():
