@@ -84,14 +84,12 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
 
 
 def recut_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
-    """The ``keep`` fastest memory-feasible re-cuts of ``placements`` (best DP estimates
-    evaluated first, at most ``budget`` cost evaluations)."""
-    from hulk_env.baselines.chains import recut_candidates
-    from hulk_env.baselines.common import Evaluator, dedupe_placements, evaluate_candidates
+    """The ``keep`` fastest memory-feasible re-cuts of ``placements`` (most promising first:
+    :func:`~hulk_env.baselines.chains.rank_candidates`; at most ``budget`` cost evaluations)."""
+    from hulk_env.baselines.chains import rank_candidates, recut_candidates
+    from hulk_env.baselines.common import Evaluator, evaluate_candidates
 
-    candidates = [c for p in placements for c in recut_candidates(instance, p)]
-    order = np.argsort([est for est, _ in candidates], kind="stable")
-    ranked = dedupe_placements([candidates[i][1] for i in order])
+    ranked = rank_candidates([c for p in placements for c in recut_candidates(instance, p)])
     times = evaluate_candidates(Evaluator(instance, budget), ranked)
     best = [i for i in np.argsort(times, kind="stable")[:keep] if np.isfinite(times[i])]
     return [ranked[i] for i in best]

@@ -298,3 +298,35 @@ def test_recut_keeps_the_machines_and_finds_the_dp_split_of_a_badly_cut_placemen
     assert candidates and all(set(np.unique(p)) <= set(chain.tolist()) for _, p in candidates)
     times = cost.iteration_times(inst.cluster, inst.workload, np.stack([p for _, p in candidates])).penalised()
     assert times.min() < time_of(inst, bad) and times.min() <= time_of(inst, best) * (1 + 1e-9)
+
+
+def test_rank_candidates_lets_shared_and_split_layouts_take_turns_best_estimate_first():
+    from hulk_env.baselines.chains import rank_candidates
+
+    shared = [np.array([[k, k], [k, k]]) for k in range(3)]  # both replicas on the same machines
+    split = [np.array([[k, k], [k + 5, k + 5]]) for k in range(2)]
+    # the estimates rank every split candidate ahead of every shared one; duplicates are dropped
+    candidates = [(5.0, shared[2]), (1.0, split[1]), (4.0, shared[0]), (0.5, split[0]), (4.5, shared[1]), (4.0, shared[0].copy())]
+    ranked = rank_candidates(candidates)
+    expected = [shared[0], split[0], shared[1], split[1], shared[2]]
+    assert len(ranked) == len(expected) and all((a == b).all() for a, b in zip(ranked, expected, strict=True))
+    # one replica: every candidate is shared, the plain estimate order
+    single = [(3.0, np.array([[1, 2]])), (1.0, np.array([[0, 0]])), (2.0, np.array([[2, 2]]))]
+    assert [p.tolist() for p in rank_candidates(single)] == [[[0, 0]], [[2, 2]], [[1, 2]]]
+
+
+def test_budgeted_chain_dp_evaluates_the_shared_layout_the_dp_estimate_ranks_last():
+    """Replicas on separate machines look faster to the stage DP (no shared FLOP/s) but pay the
+    gradient sync over a slow WAN; sharing the machines is far faster. A budget of 2 must reach it."""
+    from tests.replacement_cases import chain_workload, cluster
+
+    m = 6
+    lat = np.full((m, m), 0.05)
+    np.fill_diagonal(lat, 0.0)
+    slow = cluster([f"city{i}" for i in range(m)], lat, np.full((m, m), 1e8))  # 0.1 GB/s between cities
+    inst = Instance(slow, chain_workload([1e9] * 4, data_parallel=2), "slow-wan")
+    full = get_method("latency-chain-dp")(inst, 0, None)
+    assert (full.placement == full.placement[0]).all()  # the best layout: both replicas share machines
+    budgeted = get_method("latency-chain-dp")(inst, 0, 2)
+    assert budgeted.cost_evals <= 2
+    assert time_of(inst, budgeted.placement) == pytest.approx(time_of(inst, full.placement), rel=1e-9)

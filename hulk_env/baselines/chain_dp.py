@@ -4,7 +4,8 @@ From every start machine (at most :data:`MAX_STARTS` of them), a greedy nearest-
 over latency (:func:`~hulk_env.baselines.common.nearest_neighbour_chain`); every prefix of every
 chain is split by the PipeDream/Alpa stage DP (:mod:`~hulk_env.baselines.stage_dp`), both ways
 round, with replicas laid out as described in :mod:`~hulk_env.baselines.chains`. Candidates are
-evaluated with the cost model, most promising (by the DP's estimate) first, and the fastest
+evaluated with the cost model, most promising (by the DP's estimate, replica layouts taking
+turns: :func:`~hulk_env.baselines.chains.rank_candidates`) first, and the fastest
 feasible one is returned. A DAG workload (encoder-decoder) is split in its topological order.
 When no chain split fits in memory (machines too small for the DP's one-stage-per-machine
 rule), the ``naive`` placement is returned, so the method answers wherever ``naive`` does.
@@ -25,14 +26,11 @@ DP's ranking still picks which ``budget`` of them are evaluated); with a
 
 from __future__ import annotations
 
-import numpy as np
-
 from hulk_env.baselines.base import PlacementResult
-from hulk_env.baselines.chains import Candidate, chain_candidates, chain_stop
+from hulk_env.baselines.chains import Candidate, chain_candidates, chain_stop, rank_candidates
 from hulk_env.baselines.common import (
     Evaluator,
     NeighbourOrder,
-    dedupe_placements,
     evaluate_candidates,
     nearest_neighbour_chain,
     out_of_time,
@@ -94,14 +92,13 @@ def start_machines(instance: Instance, limit: int = MAX_STARTS) -> list[int]:
 def evaluate_ranked(
     instance: Instance, candidates: list[Candidate], budget: int | None, method: str
 ) -> PlacementResult:
-    """Evaluate candidates in order of their estimate (within ``budget``); return the best.
+    """Evaluate candidates in :func:`~hulk_env.baselines.chains.rank_candidates` order (within
+    ``budget``); return the best.
 
     Falls back to the ``naive`` placement when no candidate fits (see the module docstring).
     """
     evaluator = Evaluator(instance, budget)
-    order = np.argsort([est for est, _ in candidates], kind="stable")
-    placements = dedupe_placements([candidates[i][1] for i in order])
-    evaluate_candidates(evaluator, placements)
+    evaluate_candidates(evaluator, rank_candidates(candidates))
     return with_naive_fallback(instance, evaluator, method)
 
 

@@ -19,10 +19,29 @@ from collections.abc import Callable
 
 import numpy as np
 
+from hulk_env.baselines.common import dedupe_placements
 from hulk_env.baselines.stage_dp import MEMORY_SLACK, Split, memory_floors, split_chain
 from hulk_env.instance import Instance
 
 Candidate = tuple[float, np.ndarray]  # (DP estimate in seconds, placement [D, L])
+
+
+def rank_candidates(candidates: list[Candidate]) -> list[np.ndarray]:
+    """Distinct candidate placements in the order a budget should evaluate them.
+
+    Best DP estimate first, but *shared* candidates (every replica on the same machines) and
+    *split* ones (replicas on different machines) take turns: the DP's estimate leaves out
+    data-parallel sync, so it ranks split layouts, which pay it over the network, ahead of shared
+    ones, whose stages share FLOP/s and look slower. On the 512-machine, 4-replica 175B-class
+    instances of ``unseen-v0`` the fastest candidate is a shared one ranked behind 20,000 split
+    ones by the estimate alone. With one replica every candidate is shared: the plain ranking.
+    """
+    order = np.argsort([est for est, _ in candidates], kind="stable")
+    ranked = dedupe_placements([candidates[i][1] for i in order])
+    shared = [p for p in ranked if (p == p[0]).all()]
+    split = [p for p in ranked if not (p == p[0]).all()]
+    turns = [p for pair in zip(shared, split, strict=False) for p in pair]
+    return turns + shared[len(split) :] + split[len(shared) :]
 
 
 def chain_candidates(instance: Instance, chain: np.ndarray) -> list[Candidate]:
