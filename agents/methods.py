@@ -7,10 +7,12 @@
 * ``gnn-ppo+search`` -- the policy's greedy placement and :data:`POLISH_SAMPLES` sampled ones,
   each also *re-cut*: its machines kept in their pipeline order, the layers split again by the
   stage DP (:func:`hulk_env.baselines.chains.recut_candidates`, the policy's most common error
-  being a stage boundary); the best of them are the extra starting points of ``anneal`` (the
-  searches' shared start, :func:`hulk_env.baselines.seeds.search_start`, which adds the
-  heuristics' placements), within :data:`POLISH_BUDGET` cost evaluations in all, the policy's
-  rollouts and the re-cuts included;
+  being a stage boundary), and ``latency-chain-dp``'s chains started from the machines they
+  use (:func:`chain_starts`: the policy says where, the DP how to cut); the best of those are
+  the extra starting points of ``anneal`` (the searches' shared start,
+  :func:`hulk_env.baselines.seeds.search_start`, which adds the heuristics' placements), within
+  :data:`POLISH_BUDGET` cost evaluations in all, the policy's rollouts, re-cuts and chains
+  included;
 * ``hulk-gcn`` (:mod:`agents.hulk_gcn`);
 * any saved policy (:func:`load_policy_method`).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +37,9 @@ from hulk_env.baselines import Method, PlacementResult
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
 
+if TYPE_CHECKING:
+    from hulk_env.baselines.chains import Candidate
+
 PRETRAINED = "gnn-ppo"
 POLISHED = "gnn-ppo+search"
 AGENT_METHODS = ("hulk-gcn", PRETRAINED, POLISHED)  # names known without torch (the CLI lists them)
@@ -42,6 +48,8 @@ POLISH_BUDGET = 5_000  # cost evaluations of gnn-ppo+search in all (a tenth of t
 POLISH_SAMPLES = 4  # sampled rollouts besides the greedy one, as extra starts
 POLISH_TEMPERATURE = 1.0
 RECUT_SHARE = 0.2  # of the polish budget, for the re-cut candidates (best DP estimates first)
+CHAIN_SHARE = 0.2  # of the polish budget, for the chains started from the policy's machines
+CHAIN_STARTS = 16  # start machines of those chains at most (each costs one stage DP)
 
 
 @lru_cache(maxsize=1)
@@ -78,18 +86,42 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
     with cost.count_evals() as counter:
         done = sampled_rollouts(loaded.policy, instance, lookahead_of(loaded.meta), seed, POLISH_SAMPLES, POLISH_TEMPERATURE)
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
-        starts = recut_starts(instance, starts, int(RECUT_SHARE * total)) + starts
+        chains = chain_starts(instance, starts, int(CHAIN_SHARE * total))
+        starts = chains + recut_starts(instance, starts, int(RECUT_SHARE * total)) + starts
         result = anneal(instance, seed, max(len(starts), total - counter.evals), starts=starts)
     return PlacementResult(POLISHED, result.placement, counter.evals, result.reason)
+
+
+def chain_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
+    """The ``keep`` fastest placements of ``latency-chain-dp``'s chains started from the machines
+    the policy's placements use (in first-use order, at most :data:`CHAIN_STARTS`), within
+    ``budget`` cost evaluations: the policy says *where* the pipeline goes, the stage DP how to
+    cut it. ``latency-chain-dp`` itself starts a chain from every machine (up to 256), which at
+    256-512 machines costs it 7k-50k evaluations."""
+    from hulk_env.baselines.chain_dp import chains_from
+    from hulk_env.baselines.chains import first_use_order
+
+    machines: list[int] = []
+    for p in placements:
+        machines += [int(m) for m in first_use_order(np.asarray(p).reshape(-1)) if int(m) not in machines]
+    return best_of(instance, chains_from(instance, machines[:CHAIN_STARTS]), budget, keep)
 
 
 def recut_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
     """The ``keep`` fastest memory-feasible re-cuts of ``placements`` (most promising first:
     :func:`~hulk_env.baselines.chains.rank_candidates`; at most ``budget`` cost evaluations)."""
-    from hulk_env.baselines.chains import rank_candidates, recut_candidates
+    from hulk_env.baselines.chains import recut_candidates
+
+    return best_of(instance, [c for p in placements for c in recut_candidates(instance, p)], budget, keep)
+
+
+def best_of(instance: Instance, candidates: list[Candidate], budget: int, keep: int) -> list[np.ndarray]:
+    """The ``keep`` fastest memory-feasible candidates, the most promising evaluated first
+    (:func:`~hulk_env.baselines.chains.rank_candidates`), within ``budget`` evaluations."""
+    from hulk_env.baselines.chains import rank_candidates
     from hulk_env.baselines.common import Evaluator, evaluate_candidates
 
-    ranked = rank_candidates([c for p in placements for c in recut_candidates(instance, p)])
+    ranked = rank_candidates(candidates)
     times = evaluate_candidates(Evaluator(instance, budget), ranked)
     best = [i for i in np.argsort(times, kind="stable")[:keep] if np.isfinite(times[i])]
     return [ranked[i] for i in best]

@@ -56,3 +56,20 @@ def test_sampling_more_never_hurts(methods):
     t = [cost.iteration_time(inst.cluster, inst.workload, r.placement) for r in (one, more)]
     assert t[1] <= t[0] * (1 + 1e-12) and more.cost_evals > one.cost_evals
     assert np.array_equal(one.placement, methods["gnn-ppo"](inst, 0, None).placement)  # same seed, same placement
+
+
+def test_chains_from_the_policys_machines_find_the_chain_of_a_placement_that_uses_them():
+    from agents.methods import chain_starts
+    from hulk_env.baselines import get_method
+
+    # latency-chain-dp's placement uses the machines of its best chain, the start among them: the
+    # chains from its machines find it (or better), within the budget, every evaluation counted
+    for inst in load_suite("geo-v0")[:4]:
+        best = get_method("latency-chain-dp")(inst, 0, None)
+        with cost.count_evals() as counter:
+            found = chain_starts(inst, [best.placement], budget=400)
+        assert 1 <= len(found) <= 2 and counter.evals <= 400
+        times = [cost.iteration_time(inst.cluster, inst.workload, p) for p in found]
+        assert min(times) <= cost.iteration_time(inst.cluster, inst.workload, best.placement) * (1 + 1e-9)
+    # no start machine, no chain
+    assert chain_starts(inst, [], budget=400) == []

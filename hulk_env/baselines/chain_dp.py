@@ -73,6 +73,13 @@ def latency_chain_dp(
     return evaluate_ranked(instance, candidates, budget, NAME)
 
 
+def chains_from(instance: Instance, starts: list[int]) -> list[Candidate]:
+    """The candidates of the nearest-latency chains from the given start machines (in order)."""
+    order = NeighbourOrder(instance)
+    make_stop = chain_stop(instance)
+    return [c for start in starts for c in chain_candidates(instance, nearest_neighbour_chain(instance, start, order=order, stop=make_stop()))]
+
+
 def start_machines(instance: Instance, limit: int = MAX_STARTS) -> list[int]:
     """The chains' start machines, in the order they are tried: all of them when there are at
     most ``limit``, else ``limit`` taken round-robin over the machine classes (region, GPU, GPU
