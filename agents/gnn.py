@@ -21,12 +21,13 @@ cluster's memory the model needs) that is added to every machine before the mach
 attend with the layer at hand in mind) and that the policy head combines with every machine
 embedding. The machines' own features (v1's 15 columns) include the links from the machine of
 the slot's predecessor and from the machine of the same layer in the previous replica, the
-witness completion's machine and its memory slack; with :class:`agents.shaping.StayLookahead`
+witness completion's machine and its memory slack; the network adds :func:`share_room` (is
+there room for every later replica to copy this one?); with :class:`agents.shaping.StayLookahead`
 also the one-step lookahead (gain, fits) of every machine.
 
 Output: one embedding per machine for the per-machine pointer head of :mod:`agents.policy`,
 the per-machine signals its priors read, and a pooled summary for the critic, flattened as
-``[z (M x H) | mask | pred | ring | witness | gain | fits (M each) | summary (G)]``.
+``[z (M x H) | mask | pred | ring | witness | gain | fits | stay_shared (M each) | summary (G)]``.
 :func:`split_features` undoes it and infers ``M`` from the length, so **one network places any
 number of machines, layers and replicas**: the weights never depend on the padding.
 
@@ -55,10 +56,13 @@ _WITNESS = MACHINE_FEATURES_V1.index("witness")
 _LAYER_DEPTH = LAYER_FEATURES.index("depth")
 _LAYER_MEMORY = LAYER_FEATURES.index("memory_rel")
 _MACHINE_MEMORY = MACHINE_FEATURES_V1.index("memory_rel")
+_FREE_MEMORY = MACHINE_FEATURES_V1.index("free_memory")
+_LAYER_REPLICA = LAYER_FEATURES.index("replica")
+_MACHINE_DERIVED = 1  # machine columns computed by the network: share_room
 _INSTANCE_FEATURES = 2  # read off the observation by instance_features: log2(D) / 3, memory need / memory
 _SUM_SCALE = 1.0 / 8  # the link-gated neighbour sum over K_0 = 8 (half the default neighbour list)
 _NEG = -1e9  # attention logit of a padded neighbour (finite: no NaN when a row is all padding)
-SIGNALS = ("pred", "ring", "witness", "gain", "fits")  # per-machine signals for the head's priors
+SIGNALS = ("pred", "ring", "witness", "gain", "fits", "stay_shared")  # per-machine signals for the head's priors
 
 
 class EdgeList(NamedTuple):
@@ -109,9 +113,10 @@ class MachineEmbeddings(NamedTuple):
     Attributes:
         z: ``[B, M, H]`` machine embeddings (0 for padded machines).
         mask: ``[B, M]`` bool, real machines.
-        signals: ``[B, 5, M]`` per-machine signals :data:`SIGNALS`: holds the slot's
+        signals: ``[B, 6, M]`` per-machine signals :data:`SIGNALS`: holds the slot's
             predecessor; holds the same layer in the previous replica; is the witness's
-            machine; lookahead gain; lookahead fits (the last two 0 without the lookahead).
+            machine; lookahead gain; lookahead fits (both 0 without the lookahead); holds the
+            predecessor and staying leaves room for the later replicas (:func:`share_room`).
         summary: ``[B, G]`` masked mean and max of ``z``, the current slot's context, globals.
     """
 
@@ -286,7 +291,7 @@ class PlacementGNN(BaseFeaturesExtractor):
         self.summary_dim = summary_dim
         h = hidden_dim
         self.use_lookahead = LOOKAHEAD_KEY in observation_space.spaces
-        self.machine_in = mlp((len(MACHINE_FEATURES_V1) + 2 * int(self.use_lookahead), h, h))
+        self.machine_in = mlp((len(MACHINE_FEATURES_V1) + _MACHINE_DERIVED + 2 * int(self.use_lookahead), h, h))
         self.layer_in = mlp((len(LAYER_FEATURES), h, h))
         self.layer_rounds = nn.ModuleList(LayerDagConv(h) for _ in range(layer_rounds))
         self.to_machine = nn.ModuleList(nn.Linear(h, h, bias=False) for _ in range(layer_rounds))
@@ -305,8 +310,11 @@ class PlacementGNN(BaseFeaturesExtractor):
         """Per-machine embeddings, signals and the pooled summary of a batch of observations."""
         b, m = obs.machine_mask.shape
         n = obs.layer_features.shape[1]
-        machine_in = torch.cat([obs.machine_features, obs.lookahead], dim=-1) if self.use_lookahead else obs.machine_features
-        h = self.machine_in(machine_in)
+        room = share_room(obs)
+        columns = [obs.machine_features, room.unsqueeze(-1)]
+        if self.use_lookahead:
+            columns.append(obs.lookahead)
+        h = self.machine_in(torch.cat(columns, dim=-1))
         hidden = h.shape[-1]
 
         y = self.layer_in(obs.layer_features)
@@ -337,7 +345,8 @@ class PlacementGNN(BaseFeaturesExtractor):
             gain, fits = obs.lookahead[..., 0], obs.lookahead[..., 1]
         else:
             gain = fits = torch.zeros_like(pred)
-        signals = torch.stack([pred, ring, witness, gain, fits], dim=1) * valid.unsqueeze(1)
+        stay_shared = pred * (room >= 0).float()  # staying leaves room for the later replicas' copies
+        signals = torch.stack([pred, ring, witness, gain, fits, stay_shared], dim=1) * valid.unsqueeze(1)
         return MachineEmbeddings(z, mmask, signals, summary)
 
 
@@ -357,6 +366,33 @@ def instance_features(obs: Observation) -> torch.Tensor:
     need = (lf[..., _LAYER_MEMORY] * real).sum(1)
     memory = (mf[..., _MACHINE_MEMORY] * obs.machine_mask).sum(1).clamp(min=1e-6)
     return torch.stack([torch.log2(replicas) / 3.0, (need / memory).clamp(max=2.0)], dim=-1)
+
+
+def share_room(obs: Observation) -> torch.Tensor:
+    """``[B, M]`` the memory each machine would have left, over its memory (clipped to
+    ``[-1, 1]``), if the current slot went there and every later replica copied the current
+    replica's layers on it: ``free - need - (D - 1 - r) (held + need)``, with ``held`` the current
+    replica ``r``'s slots on the machine so far and ``need`` the current slot's memory.
+
+    Replicas that share machines pay no data-parallel sync (the fastest layout wherever memory
+    allows, and the teacher's usual one), but only if replica 0 left room for the others: a
+    stage boundary is a memory decision the free memory alone does not show (replica 0 can fill
+    a machine that ``D`` copies of its stage would overflow). Units of the largest machine's
+    memory, as ``memory_rel``; one micro-batch of stash per layer, as there.
+    """
+    b, m = obs.machine_mask.shape
+    lf, mf = obs.layer_features, obs.machine_features
+    memory = mf[..., _MACHINE_MEMORY]
+    replicas = (obs.layer_mask & (lf[..., _LAYER_DEPTH] < 1e-6)).sum(1).clamp(min=1).float()  # [B]
+    cur = obs.cursor.view(b, 1)
+    need = lf[..., _LAYER_MEMORY].gather(1, cur)  # [B, 1]
+    replica_now = lf[..., _LAYER_REPLICA].gather(1, cur)  # [B, 1], r / max(D - 1, 1)
+    own = (lf[..., _LAYER_REPLICA] - replica_now).abs() < 1e-4
+    weight = lf[..., _LAYER_MEMORY] * (own & (obs.layer_machine >= 0) & obs.layer_mask).float()
+    held = torch.zeros(b, m, device=memory.device).scatter_add_(1, obs.layer_machine.clamp(min=0), weight)
+    later = (replicas.view(b, 1) - 1) * (1 - replica_now)  # D - 1 - r
+    room = mf[..., _FREE_MEMORY] * memory - need - later * (held + need)
+    return (room / memory.clamp(min=1e-6)).clamp(-1.0, 1.0) * obs.machine_mask.float()
 
 
 def split_features(features: torch.Tensor, hidden_dim: int, summary_dim: int) -> MachineEmbeddings:

@@ -11,7 +11,9 @@ observation has:
   ``a``, where ``s`` is the pooled summary holding the current slot's embedding and the
   signals (:data:`agents.gnn.SIGNALS`) mark the machine of the slot's predecessor (``stay``),
   the machine of the same layer in the previous replica (``ring``), the witness completion's
-  machine, and the one-step lookahead's gain and fits (:mod:`agents.shaping`, when observed).
+  machine, the one-step lookahead's gain and fits (:mod:`agents.shaping`, when observed), and
+  ``stay`` where it leaves room for every later replica to copy the current one
+  (:func:`agents.gnn.share_room`: replicas that share machines pay no gradient sync).
   The ``beta`` are learnable priors (initially :data:`PRIORS`): a pipeline stage is a run of
   layers on one machine and replicas often repeat each other's machines, so exploration starts
   from pipelines; the network learns the rest. Padded machines get ``-1e8``; the env's
@@ -41,8 +43,9 @@ from agents.gnn import MachineEmbeddings, Observation, PlacementGNN, mlp, split_
 _PADDED_LOGIT = -1e8
 # Initial weights of the per-machine signals (agents.gnn.SIGNALS) in the logits: the
 # predecessor's machine, the previous replica's machine for this layer, the witness's machine,
-# the lookahead gain, the lookahead fits.
-PRIORS = (3.0, 1.0, 0.0, 3.0, 1.0)
+# the lookahead gain, the lookahead fits, the predecessor's machine where the later replicas'
+# copies still fit (staying there starts at 1 + 2, as the plain stay prior of 3 did before).
+PRIORS = (1.0, 1.0, 0.0, 3.0, 1.0, 2.0)
 
 
 class PointerHead(nn.Module):

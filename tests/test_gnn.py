@@ -10,7 +10,7 @@ from agents.gnn import SIGNALS, assignment, edge_list, split_features
 from agents.inference import single_thread
 from agents.saved_policy import build_policy_network
 from agents.shaping import StayLookahead
-from hulk_env.env import PlacementEnvV1
+from hulk_env.env import MACHINE_FEATURES_V1, PlacementEnvV1
 from hulk_env.feasibility import Padding
 from hulk_env.generators import InstanceListGenerator, RandomGeoGenerator, ToyGenerator
 from hulk_env.instance import Instance
@@ -173,3 +173,43 @@ def test_instance_features_read_replicas_and_memory_need_off_the_observation(d):
     # all D replicas' state + one stashed micro-batch per layer, over the cluster's memory
     need = d * layer_memory_bytes(inst, 1).sum() / inst.cluster.memory_bytes.sum()
     assert tightness == pytest.approx(min(need, 2.0), rel=1e-3)
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_share_room_is_the_memory_left_if_later_replicas_copy_the_current_one(d):
+    from agents.gnn import read_observation, share_room
+    from hulk_env.feasibility import layer_memory_bytes
+
+    inst = _instance(d)
+    env = _env(inst, lookahead=False)
+    obs, _ = env.reset(options={"instance": inst})
+    per_layer = layer_memory_bytes(inst, 1)  # state + one stashed micro-batch, as memory_rel
+    # the env's free memory (its own tests) with the current replica's copies taken off
+    memory = inst.cluster.memory_bytes
+    n, placed = inst.num_layers, []
+    for step in range(d * n):
+        r, layer = divmod(step, n)
+        held = np.zeros(inst.num_machines)
+        for (pr, pl), m in placed:
+            held[m] += per_layer[pl] if pr == r else 0.0
+        need = per_layer[layer]
+        free = obs["machine_features"][: inst.num_machines, MACHINE_FEATURES_V1.index("free_memory")]
+        expected = free - (need + (d - 1 - r) * (held + need)) / memory
+        tensors = {k: torch.as_tensor(v).unsqueeze(0) for k, v in obs.items()}
+        got = share_room(read_observation(tensors))[0, : inst.num_machines].numpy()
+        np.testing.assert_allclose(got, np.clip(expected, -1, 1), atol=1e-4)
+        if step:  # the stay_shared signal: the predecessor's machine, where the copies fit
+            with torch.no_grad():
+                signals = _network(lookahead=False).features_extractor.embed(read_observation(tensors)).signals[0]
+            stay = signals[SIGNALS.index("stay_shared"), : inst.num_machines].numpy()
+            prev_machine = placed[-1][1]
+            want = np.zeros(inst.num_machines)
+            want[prev_machine] = float(got[prev_machine] >= 0) if layer else 0.0
+            np.testing.assert_array_equal(stay, want)
+        allowed = np.flatnonzero(env.action_masks())
+        prev = placed[-1][1] if placed else int(allowed[0])
+        a = prev if prev in allowed else int(allowed[0])  # stay where allowed: stages of several layers
+        placed.append(((r, layer), a))
+        obs, _, terminated, _, _ = env.step(a)
+        if terminated:
+            break
