@@ -88,6 +88,23 @@ def edge_list(edges: torch.Tensor, edge_mask: torch.Tensor, num_slots: int) -> E
     return EdgeList(src, dst, inv_in, inv_out)
 
 
+class Totals(NamedTuple):
+    """Per-instance numbers read off the static features, once per episode on the fast path."""
+
+    replicas: torch.Tensor  # [B] D: real slots at topological position 0 (one per replica)
+    need: torch.Tensor  # [B] sum of the slots' memory_rel (state + one stashed micro-batch)
+    memory: torch.Tensor  # [B] sum of the real machines' memory_rel
+
+
+def totals(layer_features: torch.Tensor, layer_mask: torch.Tensor, machine_features: torch.Tensor, machine_mask: torch.Tensor) -> Totals:
+    """:class:`Totals` of a batch (the layer and machine columns they read never change in an episode)."""
+    lf, real = layer_features, layer_mask
+    replicas = (real & (lf[..., _LAYER_DEPTH] < 1e-6)).sum(1).clamp(min=1).float()
+    need = (lf[..., _LAYER_MEMORY] * real).sum(1)
+    memory = (machine_features[..., _MACHINE_MEMORY] * machine_mask).sum(1).clamp(min=1e-6)
+    return Totals(replicas, need, memory)
+
+
 class Observation(NamedTuple):
     """The observation tensors the network reads (batched; float32 unless noted)."""
 
@@ -105,6 +122,7 @@ class Observation(NamedTuple):
     globals_: torch.Tensor  # [B, G]
     lookahead: torch.Tensor | None  # [B, M, 2] (agents.shaping: gain, fits), when the env adds it
     dag: EdgeList  # the layer DAG as flat slot indices (from edges, edge_mask)
+    totals: Totals  # per-instance sums (from the static features)
 
 
 class MachineEmbeddings(NamedTuple):
@@ -136,12 +154,14 @@ def read_observation(obs: dict[str, torch.Tensor], static: Observation | None = 
     n = obs["layer_features"].shape[1]
     if static is None:
         edges, edge_mask = obs["edges"].round().long(), obs["edge_mask"] > 0.5
+        machine_mask, layer_mask = obs["machine_mask"] > 0.5, obs["layer_mask"] > 0.5
         static = Observation(
-            machine_features=None, machine_mask=obs["machine_mask"] > 0.5,
+            machine_features=None, machine_mask=machine_mask,
             neighbours=obs["neighbours"].round().long().clamp(min=0), neighbour_links=obs["neighbour_links"],
-            neighbour_mask=obs["neighbour_mask"] > 0.5, layer_features=None, layer_mask=obs["layer_mask"] > 0.5,
+            neighbour_mask=obs["neighbour_mask"] > 0.5, layer_features=None, layer_mask=layer_mask,
             layer_machine=None, edges=edges, edge_mask=edge_mask, cursor=None, globals_=None, lookahead=None,
             dag=edge_list(edges, edge_mask, n),
+            totals=totals(obs["layer_features"], layer_mask, obs["machine_features"], machine_mask),
         )  # fmt: skip
     return static._replace(
         machine_features=obs["machine_features"],
@@ -360,12 +380,8 @@ def instance_features(obs: Observation) -> torch.Tensor:
     ``memory_rel`` (state + one micro-batch of stash, over the largest machine's memory), the
     memory the sum of the machines' ``memory_rel``.
     """
-    real = obs.layer_mask
-    lf, mf = obs.layer_features, obs.machine_features
-    replicas = (real & (lf[..., _LAYER_DEPTH] < 1e-6)).sum(1).clamp(min=1).float()
-    need = (lf[..., _LAYER_MEMORY] * real).sum(1)
-    memory = (mf[..., _MACHINE_MEMORY] * obs.machine_mask).sum(1).clamp(min=1e-6)
-    return torch.stack([torch.log2(replicas) / 3.0, (need / memory).clamp(max=2.0)], dim=-1)
+    t = obs.totals
+    return torch.stack([torch.log2(t.replicas) / 3.0, (t.need / t.memory).clamp(max=2.0)], dim=-1)
 
 
 def share_room(obs: Observation) -> torch.Tensor:
@@ -383,7 +399,7 @@ def share_room(obs: Observation) -> torch.Tensor:
     b, m = obs.machine_mask.shape
     lf, mf = obs.layer_features, obs.machine_features
     memory = mf[..., _MACHINE_MEMORY]
-    replicas = (obs.layer_mask & (lf[..., _LAYER_DEPTH] < 1e-6)).sum(1).clamp(min=1).float()  # [B]
+    replicas = obs.totals.replicas  # [B]
     cur = obs.cursor.view(b, 1)
     need = lf[..., _LAYER_MEMORY].gather(1, cur)  # [B, 1]
     replica_now = lf[..., _LAYER_REPLICA].gather(1, cur)  # [B, 1], r / max(D - 1, 1)

@@ -116,7 +116,7 @@ def sampled_rollouts(
     env = instance_env(instance, lookahead)
     generator = torch.Generator().manual_seed(int(seed))
     out = []
-    with torch.no_grad(), single_thread():
+    with torch.inference_mode(), single_thread():
         for i in range(1 + max(0, samples)):
             done = rollout(policy, env, instance, None if i == 0 else temperature, generator)
             if done is not None:

@@ -165,7 +165,7 @@ def test_cloning_makes_the_greedy_policy_reproduce_the_demonstrations(toy_episod
     demos, episodes = toy_episodes
     policy = _policy(seed=3)
     before = _reproduced(policy, demos)
-    result = behaviour_cloning(policy, episodes, BCSettings(epochs=150, learning_rate=3e-3, batch_steps=64))
+    result = behaviour_cloning(policy, episodes, BCSettings(epochs=300, learning_rate=3e-3, batch_steps=64))
     assert result.epochs[-1].cross_entropy < 0.2 * result.epochs[0].cross_entropy
     assert result.epochs[-1].accuracy == 1.0
     assert all(_reproduced(policy, demos)), f"greedy policy before cloning reproduced {before}"
