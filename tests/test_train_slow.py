@@ -1,4 +1,4 @@
-"""Long training runs (``pytest -m slow``): the issue's done-when figures, measured.
+"""Long training runs (``pytest -m slow``): the project's target figures for training, measured.
 
 * the main job (``hulk train`` defaults) beats ``naive`` and matches or beats
   ``latency-chain-dp`` on the built-in default instance;

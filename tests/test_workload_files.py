@@ -30,7 +30,7 @@ BAD_MODELS = {
     "model_bad_schedule.yaml": ["'schedule'", "pipedream", "gpipe"],
     "model_both_forms.yaml": ["exactly one of 'transformer'", "'layers'"],
     "model_syntax.yaml": ["row 3", "not valid YAML"],
-    # grouped-query attention, recomputation and sequence length (issue 11)
+    # grouped-query attention, recomputation and sequence length
     "model_kv_heads_not_divisor.yaml": ["'num_kv_heads'", "6 must divide heads 32"],
     "model_bad_recompute.yaml": ["'recompute'", "'partial'", "none, selective, full"],
     "model_selective_explicit.yaml": ["'recompute'", "needs a transformer"],

@@ -26,6 +26,8 @@ DP's ranking still picks which ``budget`` of them are evaluated); with a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from hulk_env.baselines.base import PlacementResult
 from hulk_env.baselines.chains import Candidate, chain_candidates, chain_stop, rank_candidates
 from hulk_env.baselines.common import (
@@ -57,27 +59,31 @@ def latency_chain_dp(
         budget: the most candidates evaluated with the cost model (default: all of them).
     """
     del seed
-    order = NeighbourOrder(instance)
-    make_stop = chain_stop(instance)
     per_start: dict[int, list[Candidate]] = {}
     proposed = 0
     # Every start (up to MAX_STARTS), even among look-alike machines of one city: link noise
     # makes their chains differ, and on geo-v0 one start per machine class lost up to 25%.
-    for start in start_machines(instance):
-        chain = nearest_neighbour_chain(instance, start, order=order, stop=make_stop())
-        per_start[start] = chain_candidates(instance, chain)
-        proposed += len(per_start[start])
+    for start, found in chains_of(instance, start_machines(instance)):
+        per_start[start] = found
+        proposed += len(found)
         if (budget is not None and proposed >= OVERSAMPLE * budget) or (proposed and out_of_time()):
             break
     candidates = [c for start in sorted(per_start) for c in per_start[start]]
     return evaluate_ranked(instance, candidates, budget, NAME)
 
 
-def chains_from(instance: Instance, starts: list[int]) -> list[Candidate]:
-    """The candidates of the nearest-latency chains from the given start machines (in order)."""
+def chains_of(instance: Instance, starts: list[int]) -> Iterator[tuple[int, list[Candidate]]]:
+    """``(start, its chain's candidates)`` for each start machine in turn, built lazily (a
+    caller may stop early); the machines' neighbour orders are sorted once for all chains."""
     order = NeighbourOrder(instance)
     make_stop = chain_stop(instance)
-    return [c for start in starts for c in chain_candidates(instance, nearest_neighbour_chain(instance, start, order=order, stop=make_stop()))]
+    for start in starts:
+        yield start, chain_candidates(instance, nearest_neighbour_chain(instance, start, order=order, stop=make_stop()))
+
+
+def chains_from(instance: Instance, starts: list[int]) -> list[Candidate]:
+    """The candidates of the nearest-latency chains from the given start machines (in order)."""
+    return [c for _, found in chains_of(instance, starts) for c in found]
 
 
 def start_machines(instance: Instance, limit: int = MAX_STARTS) -> list[int]:

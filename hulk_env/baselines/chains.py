@@ -38,8 +38,9 @@ def rank_candidates(candidates: list[Candidate]) -> list[np.ndarray]:
     """
     order = np.argsort([est for est, _ in candidates], kind="stable")
     ranked = dedupe_placements([candidates[i][1] for i in order])
-    shared = [p for p in ranked if (p == p[0]).all()]
-    split = [p for p in ranked if not (p == p[0]).all()]
+    is_shared = [bool((p == p[0]).all()) for p in ranked]
+    shared = [p for p, yes in zip(ranked, is_shared, strict=True) if yes]
+    split = [p for p, yes in zip(ranked, is_shared, strict=True) if not yes]
     turns = [p for pair in zip(shared, split, strict=False) for p in pair]
     return turns + shared[len(split) :] + split[len(shared) :]
 
