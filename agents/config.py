@@ -59,6 +59,7 @@ class EnvConfig:
         invalid_action: ``fallback`` or ``penalty`` (never reached with masking).
         lookahead: add the one-step lookahead observation of :mod:`agents.shaping` (the
             shaped reward of every action, from one batched cost-model call per step).
+        plan: add the stage DP's plan from the policy's start machine (:mod:`agents.plan`).
         cities: ``random``, ``generalist``: the city pool of the training clusters (names of
             :data:`hulk_env.hardware.geo.CITIES`); empty = every city (``random``) or
             :data:`hulk_env.evaluation.suites.TRAINING_CITIES` (``generalist``).
@@ -79,6 +80,7 @@ class EnvConfig:
     reward: str = "stay"
     invalid_action: str = "fallback"
     lookahead: bool = True
+    plan: bool = False
     cities: list[str] = field(default_factory=list)
     machines: list[int] = field(default_factory=list)
 

@@ -23,11 +23,12 @@ embedding. The machines' own features (v1's 15 columns) include the links from t
 the slot's predecessor and from the machine of the same layer in the previous replica, the
 witness completion's machine and its memory slack; the network adds :func:`share_room` (is
 there room for every later replica to copy this one?); with :class:`agents.shaping.StayLookahead`
-also the one-step lookahead (gain, fits) of every machine.
+also the one-step lookahead (gain, fits) of every machine, with :class:`agents.plan.PlanHint` the
+stage DP's plan for the slot (a machine column and a signal).
 
 Output: one embedding per machine for the per-machine pointer head of :mod:`agents.policy`,
 the per-machine signals its priors read, and a pooled summary for the critic, flattened as
-``[z (M x H) | mask | pred | ring | witness | gain | fits | stay_shared (M each) | summary (G)]``.
+``[z (M x H) | mask | pred | ring | witness | gain | fits | stay_shared | plan (M each) | summary (G)]``.
 :func:`split_features` undoes it and infers ``M`` from the length, so **one network places any
 number of machines, layers and replicas**: the weights never depend on the padding.
 
@@ -46,6 +47,7 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from agents.plan import PLAN_KEY
 from agents.shaping import LOOKAHEAD_KEY
 from hulk_env.env import GLOBAL_FEATURES, LAYER_FEATURES, LINK_FEATURES, MACHINE_FEATURES_V1
 from hulk_env.env.observation import CLIP
@@ -62,7 +64,7 @@ _MACHINE_DERIVED = 1  # machine columns computed by the network: share_room
 _INSTANCE_FEATURES = 2  # read off the observation by instance_features: log2(D) / 3, memory need / memory
 _SUM_SCALE = 1.0 / 8  # the link-gated neighbour sum over K_0 = 8 (half the default neighbour list)
 _NEG = -1e9  # attention logit of a padded neighbour (finite: no NaN when a row is all padding)
-SIGNALS = ("pred", "ring", "witness", "gain", "fits", "stay_shared")  # per-machine signals for the head's priors
+SIGNALS = ("pred", "ring", "witness", "gain", "fits", "stay_shared", "plan")  # per-machine signals for the head's priors
 
 
 class EdgeList(NamedTuple):
@@ -121,6 +123,7 @@ class Observation(NamedTuple):
     cursor: torch.Tensor  # [B] long
     globals_: torch.Tensor  # [B, G]
     lookahead: torch.Tensor | None  # [B, M, 2] (agents.shaping: gain, fits), when the env adds it
+    plan: torch.Tensor | None  # [B, M] (agents.plan: 1 at the DP plan's machine for the slot), when the env adds it
     dag: EdgeList  # the layer DAG as flat slot indices (from edges, edge_mask)
     totals: Totals  # per-instance sums (from the static features)
 
@@ -131,10 +134,11 @@ class MachineEmbeddings(NamedTuple):
     Attributes:
         z: ``[B, M, H]`` machine embeddings (0 for padded machines).
         mask: ``[B, M]`` bool, real machines.
-        signals: ``[B, 6, M]`` per-machine signals :data:`SIGNALS`: holds the slot's
+        signals: ``[B, 7, M]`` per-machine signals :data:`SIGNALS`: holds the slot's
             predecessor; holds the same layer in the previous replica; is the witness's
             machine; lookahead gain; lookahead fits (both 0 without the lookahead); holds the
-            predecessor and staying leaves room for the later replicas (:func:`share_room`).
+            predecessor and staying leaves room for the later replicas (:func:`share_room`);
+            is the DP plan's machine (0 without the plan).
         summary: ``[B, G]`` masked mean and max of ``z``, the current slot's context, globals.
     """
 
@@ -159,7 +163,7 @@ def read_observation(obs: dict[str, torch.Tensor], static: Observation | None = 
             machine_features=None, machine_mask=machine_mask,
             neighbours=obs["neighbours"].round().long().clamp(min=0), neighbour_links=obs["neighbour_links"],
             neighbour_mask=obs["neighbour_mask"] > 0.5, layer_features=None, layer_mask=layer_mask,
-            layer_machine=None, edges=edges, edge_mask=edge_mask, cursor=None, globals_=None, lookahead=None,
+            layer_machine=None, edges=edges, edge_mask=edge_mask, cursor=None, globals_=None, lookahead=None, plan=None,
             dag=edge_list(edges, edge_mask, n),
             totals=totals(obs["layer_features"], layer_mask, obs["machine_features"], machine_mask),
         )  # fmt: skip
@@ -170,6 +174,7 @@ def read_observation(obs: dict[str, torch.Tensor], static: Observation | None = 
         cursor=obs["cursor"].reshape(-1).round().long().clamp(0, max(n - 1, 0)),
         globals_=obs["globals"],
         lookahead=obs.get(LOOKAHEAD_KEY),
+        plan=obs.get(PLAN_KEY),
     )
 
 
@@ -311,7 +316,9 @@ class PlacementGNN(BaseFeaturesExtractor):
         self.summary_dim = summary_dim
         h = hidden_dim
         self.use_lookahead = LOOKAHEAD_KEY in observation_space.spaces
-        self.machine_in = mlp((len(MACHINE_FEATURES_V1) + _MACHINE_DERIVED + 2 * int(self.use_lookahead), h, h))
+        self.use_plan = PLAN_KEY in observation_space.spaces
+        inputs = len(MACHINE_FEATURES_V1) + _MACHINE_DERIVED + 2 * int(self.use_lookahead) + int(self.use_plan)
+        self.machine_in = mlp((inputs, h, h))
         self.layer_in = mlp((len(LAYER_FEATURES), h, h))
         self.layer_rounds = nn.ModuleList(LayerDagConv(h) for _ in range(layer_rounds))
         self.to_machine = nn.ModuleList(nn.Linear(h, h, bias=False) for _ in range(layer_rounds))
@@ -334,6 +341,8 @@ class PlacementGNN(BaseFeaturesExtractor):
         columns = [obs.machine_features, room.unsqueeze(-1)]
         if self.use_lookahead:
             columns.append(obs.lookahead)
+        if self.use_plan:
+            columns.append(obs.plan.unsqueeze(-1))
         h = self.machine_in(torch.cat(columns, dim=-1))
         hidden = h.shape[-1]
 
@@ -366,7 +375,8 @@ class PlacementGNN(BaseFeaturesExtractor):
         else:
             gain = fits = torch.zeros_like(pred)
         stay_shared = pred * (room >= 0).float()  # staying leaves room for the later replicas' copies
-        signals = torch.stack([pred, ring, witness, gain, fits, stay_shared], dim=1) * valid.unsqueeze(1)
+        plan = obs.plan if self.use_plan else torch.zeros_like(pred)
+        signals = torch.stack([pred, ring, witness, gain, fits, stay_shared, plan], dim=1) * valid.unsqueeze(1)
         return MachineEmbeddings(z, mmask, signals, summary)
 
 

@@ -6,7 +6,10 @@ Three steps, each a plain function:
    strong baselines (:data:`DEMO_METHODS`: ``latency-chain-dp``, ``partition``,
    ``compute-greedy``; optionally ``anneal`` polishing them with a small budget). Which one
    wins depends on the instance: chain splits on wide clusters, the fastest machines when the
-   model fits on few, spectral clusters when cities are far apart.
+   model fits on few, spectral clusters when cities are far apart. For a policy that reads the
+   DP plan (:mod:`agents.plan`), :func:`with_plan` swaps in the plan from the demonstration's
+   start machine when that is faster: the policy learns to follow the plan where it is the
+   best it knows of, and where to leave it.
 2. :func:`replay` -- the demonstration played through the placement env, slot by slot
    (replica-major, as the env asks), recording what the policy would see: the observation
    (with the one-step lookahead of :mod:`agents.shaping`), the action mask, the demonstrated
@@ -32,7 +35,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -109,6 +112,17 @@ def demonstrate(
     return Demonstration(instance, best[2], best[1], best[0], evals, time.perf_counter() - start)
 
 
+def with_plan(demo: Demonstration) -> Demonstration:
+    """``demo``, or the DP plan from its start machine (:func:`agents.plan.better_of_plan`)
+    when that is faster; the method then reads ``"<method>+plan"``."""
+    from agents.plan import better_of_plan
+
+    placement, time_s, planned = better_of_plan(demo.instance, demo.placement, demo.iteration_time_s)
+    if not planned:
+        return demo
+    return replace(demo, placement=placement, iteration_time_s=time_s, method=f"{demo.method}+plan")
+
+
 # --------------------------------------------------------------------------------- replay
 @dataclass
 class Episode:
@@ -150,33 +164,38 @@ class Episode:
         return obs, torch.from_numpy(self.actions), torch.from_numpy(self.masks), torch.from_numpy(self.returns)
 
 
-def expert_action(demo: Demonstration, placed: np.ndarray, t: int, mask: np.ndarray) -> int:
+def expert_action(
+    demo: Demonstration, placed: np.ndarray, t: int, mask: np.ndarray, alternatives: Sequence[np.ndarray] = ()
+) -> int:
     """The allowed machine for slot ``t`` whose completion "as demonstrated" is fastest.
 
     Every allowed machine ``a`` is scored by the cost model on the placement made of the slots
     placed so far (``placed``, flat), ``a`` at slot ``t``, and the demonstration's machines for
-    the rest (one batched evaluation; memory-infeasible completions score ``inf``). On the
+    the rest (one batched evaluation; memory-infeasible completions score ``inf``); with
+    ``alternatives`` (other ``[D, L]`` placements, e.g. the DP plan the policy is shown) each
+    machine also gets their machines for the rest, and keeps its best completion. On the
     demonstration's own path this is its machine (or a better one); off it, the correction
-    that returns to it soonest. Ties (within ``TIE_RTOL``: common, since a slot off the
-    bottleneck stage often does not change the iteration time) go to the demonstrated machine,
-    then to the machine of the replica's previous layer (staying in the stage), then to the lowest
-    index, so that the labels are consistent. When no completion fits, the first allowed
-    machine is taken.
+    that returns to it (or to an alternative) soonest. Ties (within ``TIE_RTOL``: common, since
+    a slot off the bottleneck stage often does not change the iteration time) go to the
+    demonstrated machine, then to the alternatives' machines, then to the machine of the
+    replica's previous layer (staying in the stage), then to the lowest index, so that the
+    labels are consistent. When no completion fits, the first allowed machine is taken.
     """
     allowed = np.flatnonzero(mask)
-    flat = np.asarray(demo.placement, dtype=np.int64).reshape(-1)
-    candidates = np.tile(flat, (len(allowed), 1))
+    rests = [np.asarray(p, dtype=np.int64).reshape(-1) for p in (demo.placement, *alternatives)]
+    candidates = np.concatenate([np.tile(rest, (len(allowed), 1)) for rest in rests])
     candidates[:, :t] = placed[:t]
-    candidates[:, t] = allowed
+    candidates[:, t] = np.tile(allowed, len(rests))
     inst = demo.instance
-    times = cost.iteration_times(inst.cluster, inst.workload, candidates.reshape(len(allowed), *demo.placement.shape))
-    penalised = times.penalised()
+    batch = candidates.reshape(len(candidates), *demo.placement.shape)
+    penalised = cost.iteration_times(inst.cluster, inst.workload, batch).penalised()
+    penalised = penalised.reshape(len(rests), len(allowed)).min(axis=0)
     best = float(penalised.min())
     if not np.isfinite(best):
         return int(allowed[0])
     tied = allowed[penalised <= best * (1 + TIE_RTOL)]
     layer = t % inst.num_layers
-    preferred = [int(flat[t])] + ([int(placed[t - 1])] if layer else [])
+    preferred = [int(rest[t]) for rest in rests] + ([int(placed[t - 1])] if layer else [])
     for a in preferred:
         if a in tied:
             return a
@@ -246,17 +265,25 @@ def replay(demo: Demonstration, make_env: Callable[[Instance], Any]) -> Episode:
 def aggregate(policy: Any, demo: Demonstration, make_env: Callable[[Instance], Any]) -> Episode:
     """DAgger (Ross et al. 2011): the policy's own greedy episode on ``demo.instance``, every
     state it visits labelled with :func:`expert_action` -- what to do from where the policy's
-    mistakes led, which behaviour cloning of the demonstration alone never shows."""
+    mistakes led, which behaviour cloning of the demonstration alone never shows. When the env
+    shows the DP plan (:mod:`agents.plan`), the plan from the policy's own start machine is an
+    alternative completion, so a label never sends the policy back to the demonstration where
+    following the plan it sees is faster."""
     from agents.inference import masked_logits
+    from agents.plan import PLAN_KEY, plan_from
 
     placed = np.full(demo.placement.size, -1, dtype=np.int64)
     static: list[Any] = [None]
+    plans: list[np.ndarray] = []
 
     def choose(obs: dict, mask: np.ndarray, t: int) -> tuple[int, int]:
+        if t == 1 and PLAN_KEY in obs:  # the plan the env now shows (from the policy's start)
+            plan = plan_from(demo.instance, int(placed[0]))
+            plans.extend([] if plan is None else [plan])
         with torch.no_grad():
             logits, static[0] = masked_logits(policy, obs, mask, static[0])
         take = int(torch.argmax(logits))
-        label = expert_action(demo, placed, t, mask)
+        label = expert_action(demo, placed, t, mask, plans)
         placed[t] = take
         return take, label
 

@@ -23,21 +23,25 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from agents.saved_policy import LoadedPolicy, lookahead_of
+from agents.saved_policy import LoadedPolicy, lookahead_of, plan_of
 from hulk_env import cost
 from hulk_env.baselines import PlacementResult
 from hulk_env.generators import InstanceListGenerator
 from hulk_env.instance import Instance
 
 
-def instance_env(instance: Instance, lookahead: bool, shape: bool = False) -> Any:
+def instance_env(instance: Instance, lookahead: bool, shape: bool = False, plan: bool = False) -> Any:
     """``hulk/Placement-v1`` on one instance at its own size, terminal reward, with the
-    lookahead observation (and, with ``shape``, the stay shaping) of :mod:`agents.shaping`."""
+    lookahead observation (and, with ``shape``, the stay shaping) of :mod:`agents.shaping` and
+    the ``plan`` observation of :mod:`agents.plan`."""
+    from agents.plan import PlanHint
     from agents.shaping import StayLookahead
     from hulk_env.env import PlacementEnvV1
 
     env = PlacementEnvV1(generator=InstanceListGenerator((instance,)), reward="terminal")
-    return StayLookahead(env, shape=shape, lookahead=lookahead) if (lookahead or shape) else env
+    if lookahead or shape:
+        env = StayLookahead(env, shape=shape, lookahead=lookahead)
+    return PlanHint(env) if plan else env
 
 
 def masked_logits(policy: Any, obs: dict[str, np.ndarray], mask: np.ndarray, static: Any = None) -> tuple[Any, Any]:
@@ -107,13 +111,19 @@ def single_thread() -> Iterator[None]:
 
 
 def sampled_rollouts(
-    policy: Any, instance: Instance, lookahead: bool, seed: int = 0, samples: int = 0, temperature: float = 1.0
+    policy: Any,
+    instance: Instance,
+    lookahead: bool,
+    seed: int = 0,
+    samples: int = 0,
+    temperature: float = 1.0,
+    plan: bool = False,
 ) -> list[Rollout]:
     """The greedy placement, then ``samples`` sampled ones (seeded by ``seed``); rollouts that
-    did not complete are left out."""
+    did not complete are left out. ``lookahead``, ``plan``: the observations the policy reads."""
     import torch
 
-    env = instance_env(instance, lookahead)
+    env = instance_env(instance, lookahead, plan=plan)
     generator = torch.Generator().manual_seed(int(seed))
     out = []
     with torch.inference_mode(), single_thread():
@@ -136,7 +146,9 @@ def policy_placement(
     rollouts sampled at ``temperature`` when ``samples > 0`` (seeded by ``seed``), the cost
     model choosing. ``cost_evals`` counts every cost-model evaluation made on the way."""
     with cost.count_evals() as counter:
-        done = sampled_rollouts(loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature)
+        done = sampled_rollouts(
+            loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature, plan_of(loaded.meta)
+        )
     if not done:
         return PlacementResult(name, None, counter.evals, "no rollout completed a placement")
     best = min(done, key=lambda r: r.iteration_time_s)  # the first (greedy) on ties

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from agents.inference import policy_placement, sampled_rollouts
-from agents.saved_policy import LoadedPolicy, load_policy, lookahead_of
+from agents.saved_policy import LoadedPolicy, load_policy, lookahead_of, plan_of
 from hulk_env import cost
 from hulk_env.baselines import Method, PlacementResult
 from hulk_env.errors import HulkInputError
@@ -84,7 +84,9 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
     loaded = pretrained_policy()
     total = POLISH_BUDGET if budget is None else int(budget)
     with cost.count_evals() as counter:
-        done = sampled_rollouts(loaded.policy, instance, lookahead_of(loaded.meta), seed, POLISH_SAMPLES, POLISH_TEMPERATURE)
+        done = sampled_rollouts(
+            loaded.policy, instance, lookahead_of(loaded.meta), seed, POLISH_SAMPLES, POLISH_TEMPERATURE, plan_of(loaded.meta)
+        )
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
         chains = chain_starts(instance, starts, int(CHAIN_SHARE * total))
         starts = chains + recut_starts(instance, starts, int(RECUT_SHARE * total)) + starts

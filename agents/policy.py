@@ -11,9 +11,10 @@ observation has:
   ``a``, where ``s`` is the pooled summary holding the current slot's embedding and the
   signals (:data:`agents.gnn.SIGNALS`) mark the machine of the slot's predecessor (``stay``),
   the machine of the same layer in the previous replica (``ring``), the witness completion's
-  machine, the one-step lookahead's gain and fits (:mod:`agents.shaping`, when observed), and
+  machine, the one-step lookahead's gain and fits (:mod:`agents.shaping`, when observed),
   ``stay`` where it leaves room for every later replica to copy the current one
-  (:func:`agents.gnn.share_room`: replicas that share machines pay no gradient sync).
+  (:func:`agents.gnn.share_room`: replicas that share machines pay no gradient sync), and the
+  stage DP plan's machine (:mod:`agents.plan`, when observed).
   The ``beta`` are learnable priors (initially :data:`PRIORS`): a pipeline stage is a run of
   layers on one machine and replicas often repeat each other's machines, so exploration starts
   from pipelines; the network learns the rest. Padded machines get ``-1e8``; the env's
@@ -44,8 +45,9 @@ _PADDED_LOGIT = -1e8
 # Initial weights of the per-machine signals (agents.gnn.SIGNALS) in the logits: the
 # predecessor's machine, the previous replica's machine for this layer, the witness's machine,
 # the lookahead gain, the lookahead fits, the predecessor's machine where the later replicas'
-# copies still fit (staying there starts at 1 + 2, as the plain stay prior of 3 did before).
-PRIORS = (1.0, 1.0, 0.0, 3.0, 1.0, 2.0)
+# copies still fit (staying there starts at 1 + 2, as the plain stay prior of 3 did before), the
+# DP plan's machine (as strong as staying: the plan's stages are runs of stays).
+PRIORS = (1.0, 1.0, 0.0, 3.0, 1.0, 2.0, 3.0)
 
 
 class PointerHead(nn.Module):

@@ -52,6 +52,7 @@ def save_policy(
     policy_config: dict[str, Any],
     padding: Padding,
     lookahead: bool,
+    plan: bool = False,
     extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``weights.pt`` then ``policy.json`` (both atomically) into ``directory``.
@@ -69,7 +70,7 @@ def save_policy(
         "env_id": ENV_ID,
         "policy": dict(policy_config),
         "padding": asdict(padding),
-        "observation": {"lookahead": bool(lookahead)},
+        "observation": {"lookahead": bool(lookahead), "plan": bool(plan)},
         "weights": WEIGHTS_FILE,
         "weights_sha256": sha256,
         **(extra or {}),
@@ -130,22 +131,25 @@ def _read_meta(directory: Path) -> dict[str, Any]:
     return meta
 
 
-def policy_observation_space(padding: Padding, lookahead: bool) -> Any:
-    """The observation space a policy sees: Placement-v1's, plus ``lookahead`` when used."""
+def policy_observation_space(padding: Padding, lookahead: bool, plan: bool = False) -> Any:
+    """The observation space a policy sees: Placement-v1's, plus ``lookahead`` and ``plan``
+    (:mod:`agents.shaping`, :mod:`agents.plan`) when used."""
     from gymnasium import spaces
 
+    from agents.plan import PLAN_KEY, plan_space
     from agents.shaping import LOOKAHEAD_KEY, lookahead_space
     from hulk_env.env.observation_v1 import DEFAULT_NEIGHBOURS, observation_space_v1
 
     space = observation_space_v1(padding.max_machines, padding.max_layers, padding.max_edges, DEFAULT_NEIGHBOURS)
+    parts = dict(space.spaces)
     if lookahead:
-        parts = dict(space.spaces)
         parts[LOOKAHEAD_KEY] = lookahead_space(padding.max_machines)
-        space = spaces.Dict(parts)
-    return space
+    if plan:
+        parts[PLAN_KEY] = plan_space(padding.max_machines)
+    return spaces.Dict(parts)
 
 
-def build_policy_network(policy_config: dict[str, Any], padding: Padding, lookahead: bool) -> Any:
+def build_policy_network(policy_config: dict[str, Any], padding: Padding, lookahead: bool, plan: bool = False) -> Any:
     """A fresh (untrained) policy network for a policy config, padding and observation."""
     from gymnasium import spaces
 
@@ -158,7 +162,7 @@ def build_policy_network(policy_config: dict[str, Any], padding: Padding, lookah
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise HulkInputError(f"bad policy architecture {cfg!r}: {exc}", field="policy") from None
-    obs_space = policy_observation_space(padding, lookahead)
+    obs_space = policy_observation_space(padding, lookahead, plan)
     return cls(obs_space, spaces.Discrete(padding.max_machines), lambda _: 0.0, **kwargs)
 
 
@@ -194,7 +198,7 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
             "hulk/Placement-v1 at any size: retrain it with `hulk train`",
             source=str(directory / POLICY_JSON),
         )
-    policy = build_policy_network(meta["policy"], padding, lookahead_of(meta))
+    policy = build_policy_network(meta["policy"], padding, lookahead_of(meta), plan_of(meta))
     try:
         policy.load_state_dict(state)
     except (RuntimeError, TypeError, AttributeError) as exc:
@@ -210,3 +214,9 @@ def lookahead_of(meta: dict[str, Any]) -> bool:
     """Whether a saved policy reads the ``lookahead`` observation."""
     observation = meta.get("observation", {})
     return bool(observation.get("lookahead", False)) if isinstance(observation, dict) else False
+
+
+def plan_of(meta: dict[str, Any]) -> bool:
+    """Whether a saved policy reads the ``plan`` observation (:mod:`agents.plan`)."""
+    observation = meta.get("observation", {})
+    return bool(observation.get("plan", False)) if isinstance(observation, dict) else False

@@ -56,6 +56,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.config import RunConfig, TrainSettings, config_from_dict, config_text, validate_config
 from agents.files import atomic_torch_save, safe_torch_load
+from agents.plan import PlanHint
 from agents.policy import policy_class_and_kwargs
 from agents.runs import (
     BEST_POLICY_DIR,
@@ -105,7 +106,8 @@ REWARDS = ("terminal", "dense", "stay")
 
 def make_env(generator: Any, padding: Padding, config: RunConfig) -> gym.Env:
     """One training env: ``hulk/Placement-v1`` at the training padding, stay shaping and
-    lookahead (:mod:`agents.shaping`), placement metrics, SB3's Monitor (no file)."""
+    lookahead (:mod:`agents.shaping`), the DP plan (:mod:`agents.plan`), placement metrics, SB3's
+    Monitor (no file)."""
     reward = config.env.reward
     if reward not in REWARDS:
         raise HulkInputError(f"unknown env.reward '{reward}'; choose one of {', '.join(REWARDS)}", field="env.reward")
@@ -119,6 +121,8 @@ def make_env(generator: Any, padding: Padding, config: RunConfig) -> gym.Env:
     )
     if reward == "stay" or config.env.lookahead:
         env = StayLookahead(env, shape=reward == "stay", lookahead=config.env.lookahead)
+    if config.env.plan:
+        env = PlanHint(env)
     return Monitor(PlacementMetrics(env))
 
 
@@ -305,7 +309,7 @@ class Validation(BaseCallback):
         training = policy.training
         policy.set_training_mode(False)
         for inst, ref in zip(self.instances, self.reference_s, strict=True):
-            done = sampled_rollouts(policy, inst, self.config.env.lookahead)
+            done = sampled_rollouts(policy, inst, self.config.env.lookahead, plan=self.config.env.plan)
             rewards.append(log_speedup_reward(done[0].iteration_time_s, ref) if done else DEAD_END_REWARD)
         policy.set_training_mode(training)
         mean = float(np.mean(rewards))
@@ -314,7 +318,8 @@ class Validation(BaseCallback):
             self.best_mean_reward = mean
             save_policy(
                 policy, self.run_dir / BEST_POLICY_DIR, policy_config=asdict(self.config.policy), padding=self.padding,
-                lookahead=self.config.env.lookahead, extra={"num_timesteps": int(timesteps), "mean_reward": mean},
+                lookahead=self.config.env.lookahead, plan=self.config.env.plan,
+                extra={"num_timesteps": int(timesteps), "mean_reward": mean},
             )  # fmt: skip
         path = self.run_dir / EVALUATIONS_CSV
         rows = path.read_text() if path.exists() else "timesteps,mean_reward,mean_speedup,best_mean_reward\n"
@@ -349,17 +354,26 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
     """Behaviour cloning of ``policy`` (in place) on demonstrations of the training generator's
     instances (:mod:`agents.imitation`); writes ``eval/imitation.csv`` and ``bc_policy/``.
     Returns the :class:`agents.imitation.BCResult`."""
-    from agents.imitation import BCSettings, aggregate, behaviour_cloning, demonstrate, replay
+    from agents.imitation import (
+        BCSettings,
+        aggregate,
+        behaviour_cloning,
+        demonstrate,
+        replay,
+        with_plan,
+    )
     from agents.inference import instance_env
 
     im, tc = config.imitation, config.train
     log = print  # minutes of work before PPO's progress bar: say where it is
     rng = np.random.default_rng([tc.seed, IMITATION_SEED])
     started = time.perf_counter()
-    make_env = partial(instance_env, lookahead=config.env.lookahead, shape=config.env.reward == "stay")
+    make_env = partial(instance_env, lookahead=config.env.lookahead, shape=config.env.reward == "stay", plan=config.env.plan)
     demos, episodes = [], []
     for i in range(im.demonstrations):
         demo = demonstrate(generator(rng), im.methods, tc.seed, polish_budget=im.polish_budget)
+        if demo is not None and config.env.plan:
+            demo = with_plan(demo)
         if demo is not None:
             demos.append(demo)
             episodes.append(replay(demo, make_env))
@@ -388,11 +402,12 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
         result = behaviour_cloning(policy, episodes, settings, on_epoch=on_epoch)
     save_policy(
         policy, run_dir / BC_POLICY_DIR, policy_config=asdict(config.policy), padding=padding,
-        lookahead=config.env.lookahead, extra={"num_timesteps": 0},
+        lookahead=config.env.lookahead, plan=config.env.plan, extra={"num_timesteps": 0},
     )  # fmt: skip
     summary = {
         "demonstrations": len(demos), "slots": slots, "slots_relabelled": relabelled,
-        "methods": {m: sum(d.method == m for d in demos) for m in im.methods},
+        "methods": {m: sum(d.method.removesuffix("+plan") == m for d in demos) for m in im.methods},
+        "planned": sum(d.method.endswith("+plan") for d in demos),
         "demonstration_s": round(demo_s, 1), "dagger_rounds": im.dagger_rounds, "episodes": len(episodes),
         "final_accuracy": result.epochs[-1].accuracy if result.epochs else None,
         "imitation_s": round(time.perf_counter() - started, 1),
@@ -418,13 +433,14 @@ def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[
     elif config.env.generator in ("toy", "random", "generalist"):
         kwargs["generator"] = config.env.generator
     training_ids = [i.instance_id for i in getattr(generator, "instances", ())]
-    space = policy_observation_space(padding, config.env.lookahead)
+    space = policy_observation_space(padding, config.env.lookahead, config.env.plan)
     return {
         "id": ENV_ID_V1,
         "entry_point": "hulk_env.env:PlacementEnvV1",
         "kwargs": kwargs,
         "wrappers": [
             f"agents.shaping.StayLookahead(shape={config.env.reward == 'stay'}, lookahead={config.env.lookahead})",
+            *(["agents.plan.PlanHint"] if config.env.plan else []),
             "agents.train.PlacementMetrics", "stable_baselines3.common.monitor.Monitor",
         ],
         "training_instances": training_ids,
@@ -540,7 +556,7 @@ def _train_in(
     meta = {"num_timesteps": int(model.num_timesteps)}
     save_policy(
         model.policy, run_dir / FINAL_POLICY_DIR,
-        policy_config=asdict(config.policy), padding=padding, lookahead=config.env.lookahead, extra=meta,
+        policy_config=asdict(config.policy), padding=padding, lookahead=config.env.lookahead, plan=config.env.plan, extra=meta,
     )
     vec_env.close()
     return run_dir

@@ -58,7 +58,7 @@ def test_fresh_process_gives_identical_actions(saved):
 
 def test_files_are_weights_only_and_described(saved):
     meta = json.loads((saved / FINAL_POLICY_DIR / "policy.json").read_text())
-    assert meta["format"] == "hulk-policy/1" and meta["policy"] == POLICY and meta["observation"] == {"lookahead": True}
+    assert meta["format"] == "hulk-policy/1" and meta["policy"] == POLICY and meta["observation"] == {"lookahead": True, "plan": False}
     state = torch.load(saved / FINAL_POLICY_DIR / "weights.pt", weights_only=True)
     assert all(isinstance(v, torch.Tensor) for v in state.values())
 

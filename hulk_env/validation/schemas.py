@@ -410,6 +410,7 @@ class PolicyPadding(Strict):
 class PolicyObservation(Strict):
     WHAT: ClassVar[str] = "'observation'"
     lookahead: Bool = False
+    plan: Bool = False
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -486,6 +487,7 @@ class EnvSection(Strict):
     reward: _choice(("terminal", "dense", "stay"))
     invalid_action: _choice(("fallback", "penalty"))
     lookahead: Bool
+    plan: Bool
     cities: list[Name]
     machines: list[Number(1, limits.MAX_MACHINES, integer=True, limit_high="MAX_MACHINES")]
 

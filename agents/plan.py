@@ -1,0 +1,122 @@
+"""The stage DP's plan from the policy's own start machine, as an observation for the policy.
+
+Once the policy has put the first slot (replica 0, layer 0) on a machine ``s``, :func:`plan_from`
+builds ``latency-chain-dp``'s nearest-latency chain from ``s`` and its candidates
+(:func:`hulk_env.baselines.chains.chain_candidates`: every prefix split by the stage DP, the
+replicas sharing the prefix, in blocks or interleaved), keeps those that leave layer 0 on ``s``,
+and lets the cost model pick the fastest memory-feasible one (at most :data:`PLAN_EVALS`, the
+most promising first: :func:`hulk_env.baselines.chains.rank_candidates`). From then on the
+observation key ``plan`` (``[max_machines]``) is 1 at the plan's machine for the current slot and
+0 elsewhere; before the first slot, and where no candidate fits, it is all 0.
+
+Why: the policy's worst errors are plan-level -- where a stage ends, whether a replica shares
+the others' machines -- and a per-slot decision from local features rarely gets them right,
+while the stage DP gets them right along a given chain. The policy chooses where the chain
+starts (which city, which machines: the DP cannot) and, slot by slot, whether to follow the
+plan; it reads the plan like any other machine feature and is trained to beat it where it can
+(the demonstrations are the faster of the teacher's placement and the plan from the teacher's
+start: :func:`better_of_plan`).
+
+Cost: one chain's stage DPs per episode (~10-150 ms on 8-128 machines, the policy's own steps
+cost about as much) and at most :data:`PLAN_EVALS` cost-model evaluations, counted like every
+other (:func:`hulk_env.cost.count_evals`). Plans are cached per instance and start machine, so
+sampled rollouts that start on the same machine share one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from hulk_env.baselines.chains import chain_candidates, chain_stop, rank_candidates
+from hulk_env.baselines.common import Evaluator, evaluate_candidates, nearest_neighbour_chain
+from hulk_env.instance import Instance
+
+PLAN_KEY = "plan"
+PLAN_EVALS = 256  # cost-model evaluations of one plan at most (a chain yields ~10-300 candidates)
+_CACHE_SIZE = 64
+
+
+def plan_space(max_machines: int) -> spaces.Box:
+    """The ``plan`` observation's space: ``[M]`` in {0, 1}."""
+    return spaces.Box(0.0, 1.0, (max_machines,), np.float32)
+
+
+def plan_from(instance: Instance, start: int, max_evals: int = PLAN_EVALS) -> np.ndarray | None:
+    """``[D, L]`` the fastest memory-feasible candidate of the nearest-latency chain from
+    ``start`` that keeps layer 0 of replica 0 on ``start`` (``None`` if none fits)."""
+    chain = nearest_neighbour_chain(instance, int(start), stop=chain_stop(instance)())
+    ranked = [p for p in rank_candidates(chain_candidates(instance, chain)) if p[0, 0] == start]
+    if not ranked:
+        return None
+    times = evaluate_candidates(Evaluator(instance, max_evals), ranked[:max_evals])
+    best = int(np.argmin(times))
+    return np.asarray(ranked[best], dtype=np.int64) if np.isfinite(times[best]) else None
+
+
+def better_of_plan(instance: Instance, placement: np.ndarray, time_s: float) -> tuple[np.ndarray, float, bool]:
+    """``(placement, time, planned)``: the plan from ``placement``'s start machine when it is
+    faster than ``placement`` (what the policy sees after that first slot), else ``placement``."""
+    from hulk_env import cost
+
+    planned = plan_from(instance, int(np.asarray(placement)[0, 0]))
+    if planned is not None:
+        breakdown = cost.evaluate(instance.cluster, instance.workload, planned)
+        if breakdown.memory_feasible and float(breakdown.iteration_time_s) < time_s:
+            return planned, float(breakdown.iteration_time_s), True
+    return np.asarray(placement, dtype=np.int64), float(time_s), False
+
+
+class PlanHint(gym.Wrapper):
+    """Adds the ``plan`` observation (see the module docstring) to a Placement-v1 env.
+
+    Args:
+        env: a :class:`hulk_env.env.PlacementEnvV1` (possibly wrapped).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = dict(env.observation_space.spaces)
+        space[PLAN_KEY] = plan_space(env.unwrapped.max_machines)
+        self.observation_space = spaces.Dict(space)
+        self.plan: np.ndarray | None = None
+        # (id(instance), start) -> (instance, plan); holding the instance keeps its id from
+        # being reused by another one's while it is cached.
+        self._cache: dict[tuple[int, int], tuple[Instance, np.ndarray | None]] = {}
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        obs, info = self.env.reset(**kwargs)
+        self.plan = None
+        return self._observe(obs, ended=False), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        ended = terminated or truncated
+        s = self.env.unwrapped.state
+        if not ended and s.t == 1:
+            self.plan = self._plan(s.static.instance, int(s.placement[0, 0]))
+        return self._observe(obs, ended), reward, terminated, truncated, info
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.unwrapped.action_masks()
+
+    def _plan(self, instance: Instance, start: int) -> np.ndarray | None:
+        key = (id(instance), start)
+        entry = self._cache.get(key)
+        if entry is None or entry[0] is not instance:
+            if len(self._cache) >= _CACHE_SIZE:
+                self._cache.clear()
+            entry = self._cache[key] = (instance, plan_from(instance, start))
+        return entry[1]
+
+    def _observe(self, obs: dict[str, np.ndarray], ended: bool) -> dict[str, np.ndarray]:
+        hint = np.zeros(self.env.unwrapped.max_machines, dtype=np.float32)
+        if not ended and self.plan is not None:
+            t = self.env.unwrapped.state.t
+            if t < self.plan.size:
+                hint[int(self.plan.reshape(-1)[t])] = 1.0
+        obs[PLAN_KEY] = hint
+        return obs
