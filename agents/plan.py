@@ -1,9 +1,10 @@
 """The stage DP's plan from the policy's own start machine, as an observation for the policy.
 
 Once the policy has put the first slot (replica 0, layer 0) on a machine ``s``, :func:`plan_from`
-builds ``latency-chain-dp``'s nearest-latency chain from ``s`` and its candidates
-(:func:`hulk_env.baselines.chains.chain_candidates`: every prefix split by the stage DP, the
-replicas sharing the prefix, in blocks or interleaved), keeps those that leave layer 0 on ``s``,
+builds ``latency-chain-dp``'s nearest-latency chain from ``s`` and its forward candidates
+(:func:`hulk_env.baselines.chains.chain_candidates`: every prefix split by the stage DP from its
+first machine, the replicas sharing the prefix, in blocks or interleaved), keeps those that
+leave layer 0 on ``s``,
 and lets the cost model pick the fastest memory-feasible one (at most :data:`PLAN_EVALS`, the
 most promising first: :func:`hulk_env.baselines.chains.rank_candidates`). From then on the
 observation key ``plan`` (``[max_machines]``) is 1 at the plan's machine for the current slot and
@@ -49,7 +50,9 @@ def plan_from(instance: Instance, start: int, max_evals: int = PLAN_EVALS) -> np
     """``[D, L]`` the fastest memory-feasible candidate of the nearest-latency chain from
     ``start`` that keeps layer 0 of replica 0 on ``start`` (``None`` if none fits)."""
     chain = nearest_neighbour_chain(instance, int(start), stop=chain_stop(instance)())
-    ranked = [p for p in rank_candidates(chain_candidates(instance, chain)) if p[0, 0] == start]
+    # Forward splits only: a reversed split puts layer 0 at the far end of its prefix.
+    found = chain_candidates(instance, chain, orientations=(False,))
+    ranked = [p for p in rank_candidates(found) if p[0, 0] == start]
     if not ranked:
         return None
     times = evaluate_candidates(Evaluator(instance, max_evals), ranked[:max_evals])

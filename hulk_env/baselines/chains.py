@@ -45,13 +45,19 @@ def rank_candidates(candidates: list[Candidate]) -> list[np.ndarray]:
     return turns + shared[len(split) :] + split[len(shared) :]
 
 
-def chain_candidates(instance: Instance, chain: np.ndarray) -> list[Candidate]:
-    """Candidate placements from one chain (all prefix lengths, all replica layouts)."""
+def chain_candidates(
+    instance: Instance, chain: np.ndarray, orientations: tuple[bool, ...] = (False, True)
+) -> list[Candidate]:
+    """Candidate placements from one chain (all prefix lengths, all replica layouts).
+
+    ``orientations``: the ``reverse`` values of the splits (default both; ``(False,)`` keeps
+    the candidates with the model's first layer on the chain's first machine, at half the DP).
+    """
     d = instance.data_parallel
     chain = np.asarray(chain, dtype=np.int64)
     free = instance.cluster.memory_bytes
     out: list[Candidate] = []
-    for reverse in (False, True):
+    for reverse in orientations:
         for split in split_chain(instance, chain, free, share=d, reverse=reverse):
             out.append((split.estimate_s, np.tile(split.row, (d, 1))))
         if d > 1 and len(chain) >= d:

@@ -1,0 +1,146 @@
+"""The stage DP's plan as an observation (agents.plan): what it shows, and that it can be followed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+
+from agents.imitation import Demonstration, expert_action
+from agents.inference import instance_env, sampled_rollouts, single_thread
+from agents.plan import PLAN_KEY, better_of_plan, plan_from
+from agents.saved_policy import build_policy_network
+from hulk_env import cost
+from hulk_env.baselines import get_method
+from hulk_env.baselines.chains import chain_candidates
+from hulk_env.baselines.common import nearest_neighbour_chain
+from hulk_env.feasibility import Padding
+from hulk_env.generators import RandomGeoGenerator
+from hulk_env.instance import Instance
+from hulk_env.reference import naive_placement
+
+POLICY = {"extractor": "gnn", "hidden_dim": 16, "machine_rounds": 1, "layer_rounds": 1, "heads": 2}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with single_thread():
+        yield
+
+
+def _instance(d: int, seed: int = 3, machines: int = 10) -> Instance:
+    gen = RandomGeoGenerator(num_machines=(machines, machines), num_regions=(2, 4), num_blocks=(4, 6), data_parallel=(d,))
+    return gen(np.random.default_rng(seed))
+
+
+def _time(inst: Instance, placement: np.ndarray) -> float:
+    return float(cost.iteration_time(inst.cluster, inst.workload, placement))
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_plan_keeps_the_start_fits_and_is_the_chains_best(d):
+    inst = _instance(d)
+    for start in range(inst.num_machines):
+        plan = plan_from(inst, start)
+        chain = nearest_neighbour_chain(inst, start)
+        kept = [p for _, p in chain_candidates(inst, chain) if p[0, 0] == start]
+        times = cost.iteration_times(inst.cluster, inst.workload, np.stack(kept)).penalised() if kept else np.array([np.inf])
+        if plan is None:
+            assert not np.isfinite(times.min())
+            continue
+        assert plan.shape == (d, inst.num_layers) and plan[0, 0] == start
+        assert cost.evaluate(inst.cluster, inst.workload, plan).memory_feasible
+        assert _time(inst, plan) == pytest.approx(float(times.min()), rel=1e-12)
+
+
+def test_plan_from_chain_dps_start_is_as_fast_when_its_chain_made_it():
+    """latency-chain-dp's placement comes from some start's chain; where that chain starts on the
+    machine holding layer 0 (a forward split), the plan from that machine is at least as fast."""
+    checked = 0
+    for seed in range(6):
+        inst = _instance(2, seed)
+        best = get_method("latency-chain-dp")(inst).placement
+        start = int(best[0, 0])
+        if any(np.array_equal(p, best) for _, p in chain_candidates(inst, nearest_neighbour_chain(inst, start))):
+            checked += 1
+            assert _time(inst, plan_from(inst, start)) <= _time(inst, best) * (1 + 1e-12)
+    assert checked >= 2
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_following_the_shown_plan_places_the_plan(d):
+    inst = _instance(d)
+    env = instance_env(inst, lookahead=False, plan=True)
+    obs, _ = env.reset(options={"instance": inst})
+    assert not obs[PLAN_KEY].any()  # nothing to show before the start machine is chosen
+    start = int(np.flatnonzero(env.action_masks())[-1])
+    plan = plan_from(inst, start)
+    assert plan is not None
+    obs, _, terminated, _, info = env.step(start)
+    for t in range(1, plan.size):
+        shown = np.flatnonzero(obs[PLAN_KEY])
+        assert shown.tolist() == [int(plan.reshape(-1)[t])]
+        assert env.action_masks()[shown[0]]  # the plan fits in memory, so the mask allows it
+        obs, _, terminated, _, info = env.step(int(shown[0]))
+    assert terminated and not obs[PLAN_KEY].any()
+    assert np.array_equal(np.asarray(info["placement"]), plan)
+    assert info["iteration_time_s"] == pytest.approx(_time(inst, plan))
+
+
+def test_plan_observation_passes_the_env_checker():
+    check_env(instance_env(_instance(2), lookahead=False, shape=True, plan=True), skip_render_check=True)
+
+
+def test_better_of_plan_never_slower():
+    inst = _instance(2)
+    naive = naive_placement(inst)
+    t_naive = _time(inst, naive)
+    placement, t, planned = better_of_plan(inst, naive, t_naive)
+    assert t <= t_naive and _time(inst, placement) == pytest.approx(t)
+    assert planned == (not np.array_equal(placement, naive))
+    again, t_again, planned_again = better_of_plan(inst, placement, t)
+    assert not planned_again and np.array_equal(again, placement) and t_again == t
+
+
+def test_the_network_reads_the_plan():
+    """A policy built with the plan scores the machine the plan shows higher than a policy that
+    is shown no plan (the prior starts positive), and placing with it follows the plan when the
+    plan observation is all the network has learned (a fresh network)."""
+    inst = _instance(2)
+    torch.manual_seed(0)
+    net = build_policy_network(POLICY, Padding(4, 4, 4), lookahead=False, plan=True)
+    net.set_training_mode(False)
+    env = instance_env(inst, lookahead=False, plan=True)
+    obs, _ = env.reset(options={"instance": inst})
+    obs, *_ = env.step(int(np.flatnonzero(env.action_masks())[0]))
+    shown = int(np.flatnonzero(obs[PLAN_KEY])[0])
+    other = dict(obs, **{PLAN_KEY: np.zeros_like(obs[PLAN_KEY])})
+
+    def logits(o):
+        with torch.no_grad():
+            return net.action_logits({k: torch.as_tensor(v).unsqueeze(0) for k, v in o.items()})[0]
+
+    gain = logits(obs) - logits(other)
+    assert gain[shown] > 1.0 and torch.argmax(gain) == shown
+    (greedy,) = sampled_rollouts(net, inst, lookahead=False, plan=True)
+    assert np.isfinite(greedy.iteration_time_s)
+
+
+def test_expert_labels_follow_a_faster_alternative():
+    """With the plan as an alternative completion, the DAgger expert's labels along the plan
+    finish no slower than the plan, even when the demonstration itself is the slow naive one."""
+    inst = _instance(2)
+    naive = naive_placement(inst)
+    demo = Demonstration(inst, naive, "naive", _time(inst, naive), 0, 0.0)
+    plan = plan_from(inst, int(np.argmax(inst.cluster.flops)))
+    assert plan is not None and _time(inst, plan) < demo.iteration_time_s
+    env = instance_env(inst, lookahead=False)
+    env.reset(options={"instance": inst})
+    placed = np.full(plan.size, -1, dtype=np.int64)
+    placed[0] = plan[0, 0]
+    _, _, done, _, info = env.step(int(placed[0]))
+    for t in range(1, plan.size):
+        placed[t] = expert_action(demo, placed, t, env.action_masks(), [plan])
+        _, _, done, _, info = env.step(int(placed[t]))
+    assert done and info["iteration_time_s"] <= _time(inst, plan) * (1 + 1e-9)
