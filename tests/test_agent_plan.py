@@ -144,3 +144,23 @@ def test_expert_labels_follow_a_faster_alternative():
         placed[t] = expert_action(demo, placed, t, env.action_masks(), [plan])
         _, _, done, _, info = env.step(int(placed[t]))
     assert done and info["iteration_time_s"] <= _time(inst, plan) * (1 + 1e-9)
+
+
+def test_a_saved_plan_policy_loads_and_places_with_its_plan(tmp_path):
+    """policy.json records that the policy reads the plan; loading rebuilds the plan input, and
+    the policy's placement counts the plan's cost-model evaluations."""
+    from agents.inference import policy_placement
+    from agents.saved_policy import load_policy, plan_of, save_policy
+
+    torch.manual_seed(2)
+    padding = Padding(16, 64, 64)
+    net = build_policy_network(POLICY, padding, lookahead=False, plan=True)
+    save_policy(net, tmp_path, policy_config=POLICY, padding=padding, lookahead=False, plan=True)
+    loaded = load_policy(tmp_path)
+    assert plan_of(loaded.meta) and loaded.policy.features_extractor.use_plan
+    inst = _instance(2)
+    result = policy_placement(loaded, inst)
+    assert result.feasible
+    with cost.count_evals() as counter:
+        plan_from(inst, int(result.placement[0, 0]))
+    assert result.cost_evals > counter.evals >= 1  # the plan's evaluations, and the env's
