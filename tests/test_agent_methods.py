@@ -27,7 +27,7 @@ def test_the_pretrained_policy_ships_weights_only_with_its_config():
     for name in ("policy.json", "weights.pt", "config.yaml", "TRAINING.md"):
         assert (PRETRAINED_DIR / name).is_file(), name
     meta = json.loads((PRETRAINED_DIR / "policy.json").read_text())
-    assert meta["env_id"] == "hulk/Placement-v1" and meta["observation"] == {"lookahead": False}
+    assert meta["env_id"] == "hulk/Placement-v1" and meta["observation"] == {"lookahead": False, "plan": True}
     assert (PRETRAINED_DIR / "weights.pt").stat().st_size < 5 * 2**20  # a few MB at most
     assert "python -m experiments.generalist" in (PRETRAINED_DIR / "TRAINING.md").read_text()
     assert pretrained_policy().policy is pretrained_policy().policy  # loaded once

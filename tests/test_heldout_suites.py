@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 
 from hulk_env.cluster import get_cluster
 from hulk_env.evaluation import load_suite
-from hulk_env.evaluation.search_reference import instance_fingerprint
+from hulk_env.evaluation.search_reference import instance_fingerprint, load_reference
 from hulk_env.evaluation.suites import (
     HELDOUT_TIGHTNESS,
     TRAINING_CITIES,
@@ -15,6 +18,7 @@ from hulk_env.evaluation.suites import (
 )
 from hulk_env.feasibility import memory_tightness
 from hulk_env.hardware import geo
+from hulk_env.instance import Instance
 from hulk_env.reference import reference_fits
 
 
@@ -73,3 +77,23 @@ def test_val_v0_is_smaller_and_disjoint_from_unseen(unseen, val):
 def test_heldout_suites_never_drift(unseen):
     again = load_suite("unseen-v0")
     assert [instance_fingerprint(i) for i in again] == [instance_fingerprint(i) for i in unseen]
+
+
+def test_the_shipped_search_reference_matches_the_suite(unseen):
+    """The cached reference must load wherever the package runs (``hulk bench agent`` reads it)."""
+    refs = load_reference("unseen-v0", instances=unseen)
+    assert sorted(refs) == sorted(i.instance_id for i in unseen)
+
+
+def test_fingerprints_ignore_last_bit_noise_but_not_changes(unseen):
+    """Another CPU's math library may round a generated number differently in its last bit:
+    the same instance. A change of one number by 1e-4 is another instance."""
+    inst = unseen[3]
+    c = inst.cluster
+    noisy = dataclasses.replace(c, bandwidth_bps=np.nextafter(c.bandwidth_bps, np.inf))
+    assert instance_fingerprint(Instance(noisy, inst.workload, inst.instance_id)) == instance_fingerprint(inst)
+    changed = c.bandwidth_bps.copy()
+    changed[0, 1] *= 1 + 1e-4
+    changed[1, 0] = changed[0, 1]
+    other = dataclasses.replace(c, bandwidth_bps=changed)
+    assert instance_fingerprint(Instance(other, inst.workload, inst.instance_id)) != instance_fingerprint(inst)
