@@ -212,11 +212,14 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
 
 def lookahead_of(meta: dict[str, Any]) -> bool:
     """Whether a saved policy reads the ``lookahead`` observation."""
-    observation = meta.get("observation", {})
-    return bool(observation.get("lookahead", False)) if isinstance(observation, dict) else False
+    return _reads(meta, "lookahead")
 
 
 def plan_of(meta: dict[str, Any]) -> bool:
     """Whether a saved policy reads the ``plan`` observation (:mod:`agents.plan`)."""
+    return _reads(meta, "plan")
+
+
+def _reads(meta: dict[str, Any], key: str) -> bool:
     observation = meta.get("observation", {})
-    return bool(observation.get("plan", False)) if isinstance(observation, dict) else False
+    return bool(observation.get(key, False)) if isinstance(observation, dict) else False

@@ -104,9 +104,9 @@ def test_better_of_plan_never_slower():
 
 
 def test_the_network_reads_the_plan():
-    """A policy built with the plan scores the machine the plan shows higher than a policy that
-    is shown no plan (the prior starts positive), and placing with it follows the plan when the
-    plan observation is all the network has learned (a fresh network)."""
+    """A policy built with the plan scores the machine the plan shows higher than when it is
+    shown no plan (the prior starts positive: the largest gain of all machines), and it places
+    with the plan observation end to end."""
     inst = _instance(2)
     torch.manual_seed(0)
     net = build_policy_network(POLICY, Padding(4, 4, 4), lookahead=False, plan=True)
