@@ -279,7 +279,7 @@ def aggregate(policy: Any, demo: Demonstration, make_env: Callable[[Instance], A
     def choose(obs: dict, mask: np.ndarray, t: int) -> tuple[int, int]:
         if t == 1 and PLAN_KEY in obs:  # the plan the env now shows (from the policy's start)
             plan = plan_from(demo.instance, int(placed[0]))
-            plans.extend([] if plan is None else [plan])
+            plans.extend([] if plan is None else [plan.placement])
         with torch.no_grad():
             logits, static[0] = masked_logits(policy, obs, mask, static[0])
         take = int(torch.argmax(logits))

@@ -10,8 +10,16 @@ Each step converts the observation to tensors directly (no check against a fixed
 space), scores the machines and takes the masked argmax (greedy) or draws from
 ``softmax(logits / temperature)`` with a seeded ``torch.Generator``. :func:`policy_placement`
 keeps the best of the greedy and ``samples`` sampled rollouts, and counts every cost-model
-evaluation it causes (the env's reference and final evaluations, the lookahead's) with
-:func:`hulk_env.cost.count_evals`. torch is imported inside the functions, so importing this
+evaluation it causes (the env's reference and final evaluations, the lookahead's, the plans')
+with :func:`hulk_env.cost.count_evals`.
+
+A policy that reads the stage DP's plan (:mod:`agents.plan`) decides its first slot among its
+``starts`` best-scored machines (:data:`START_CANDIDATES`): the plan from each is built (what
+the observation would show after that first slot), the greedy rollout starts where the plan is
+fastest, and that plan itself is a candidate beside the rollout (:func:`planned_greedy`). The
+network says which few of the ``M`` machines are worth starting from -- ``latency-chain-dp``
+builds a chain from every one (up to 256) -- and the cost model judges the few plans; on the
+validation instances the network's own first choice had the fastest plan on about half of them. torch is imported inside the functions, so importing this
 module needs no torch.
 """
 
@@ -28,6 +36,10 @@ from hulk_env import cost
 from hulk_env.baselines import PlacementResult
 from hulk_env.generators import InstanceListGenerator
 from hulk_env.instance import Instance
+
+# First-slot machines whose plans the greedy decision compares (see the module docstring);
+# chosen on the validation instances (val-v0 and extra validation-city cases), never unseen-v0.
+START_CANDIDATES = 8
 
 
 def instance_env(instance: Instance, lookahead: bool, shape: bool = False, plan: bool = False) -> Any:
@@ -71,18 +83,26 @@ class Rollout(NamedTuple):
 
 
 def rollout(
-    policy: Any, env: Any, instance: Instance, temperature: float | None = None, generator: Any = None
+    policy: Any,
+    env: Any,
+    instance: Instance,
+    temperature: float | None = None,
+    generator: Any = None,
+    first: int | None = None,
 ) -> Rollout | None:
     """One masked episode of ``policy`` on ``instance``: greedy (``temperature=None``) or
-    sampled at ``temperature`` (from ``generator``, a ``torch.Generator``); ``None`` if the
-    episode did not complete."""
+    sampled at ``temperature`` (from ``generator``, a ``torch.Generator``); ``first``, if
+    given, is the first slot's machine (it must be allowed). ``None`` if the episode did not
+    complete."""
     import torch
 
     obs, _ = env.reset(options={"instance": instance})
     static = None
     while True:
         logits, static = masked_logits(policy, obs, env.action_masks(), static)
-        if temperature is None:
+        if first is not None:
+            action, first = int(first), None
+        elif temperature is None:
             action = int(torch.argmax(logits))
         else:
             action = int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator))
@@ -91,6 +111,33 @@ def rollout(
             if info.get("dead_end") or truncated:
                 return None
             return Rollout(np.asarray(info["placement"], dtype=np.int64), float(info["iteration_time_s"]))
+
+
+def first_slot_candidates(policy: Any, env: Any, instance: Instance, k: int) -> list[int]:
+    """The ``k`` allowed machines the network scores highest for the first slot, best first
+    (ties to the lower index)."""
+    import torch
+
+    obs, _ = env.reset(options={"instance": instance})
+    logits, _ = masked_logits(policy, obs, env.action_masks())
+    order = torch.argsort(logits, descending=True, stable=True)
+    allowed = int(torch.isfinite(logits).sum())
+    return [int(i) for i in order[: min(k, allowed)]]
+
+
+def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int) -> list[Rollout]:
+    """The greedy rollout from the first-slot machine, among the network's ``starts`` best,
+    whose plan is fastest, then that plan (see the module docstring). ``env``: an
+    :func:`instance_env` with the plan. Without any plan that fits, the plain greedy rollout."""
+    candidates = first_slot_candidates(policy, env, instance, starts)
+    plans = [(s, env.plan_for(instance, s)) for s in candidates]
+    fitting = [(p.iteration_time_s, i, s, p) for i, (s, p) in enumerate(plans) if p is not None]
+    if not fitting:
+        done = rollout(policy, env, instance)
+        return [] if done is None else [done]
+    _, _, start, plan = min(fitting, key=lambda f: (f[0], f[1]))  # ties to the network's order
+    done = rollout(policy, env, instance, first=start)
+    return ([] if done is None else [done]) + [Rollout(plan.placement, plan.iteration_time_s)]
 
 
 @contextmanager
@@ -118,17 +165,23 @@ def sampled_rollouts(
     samples: int = 0,
     temperature: float = 1.0,
     plan: bool = False,
+    starts: int = 1,
 ) -> list[Rollout]:
-    """The greedy placement, then ``samples`` sampled ones (seeded by ``seed``); rollouts that
-    did not complete are left out. ``lookahead``, ``plan``: the observations the policy reads."""
+    """The greedy placement (with ``plan`` and ``starts > 1``: :func:`planned_greedy`'s rollout
+    and plan), then ``samples`` sampled ones (seeded by ``seed``); rollouts that did not
+    complete are left out. ``lookahead``, ``plan``: the observations the policy reads."""
     import torch
 
     env = instance_env(instance, lookahead, plan=plan)
     generator = torch.Generator().manual_seed(int(seed))
-    out = []
     with torch.inference_mode(), single_thread():
-        for i in range(1 + max(0, samples)):
-            done = rollout(policy, env, instance, None if i == 0 else temperature, generator)
+        if plan and starts > 1:
+            out = planned_greedy(policy, env, instance, starts)
+        else:
+            greedy = rollout(policy, env, instance)
+            out = [] if greedy is None else [greedy]
+        for _ in range(max(0, samples)):
+            done = rollout(policy, env, instance, temperature, generator)
             if done is not None:
                 out.append(done)
     return out
@@ -141,13 +194,16 @@ def policy_placement(
     samples: int = 0,
     name: str = "policy",
     temperature: float = 1.0,
+    starts: int = START_CANDIDATES,
 ) -> PlacementResult:
-    """Place ``instance`` with a loaded policy: the greedy rollout, plus the best of ``samples``
-    rollouts sampled at ``temperature`` when ``samples > 0`` (seeded by ``seed``), the cost
-    model choosing. ``cost_evals`` counts every cost-model evaluation made on the way."""
+    """Place ``instance`` with a loaded policy: the greedy rollout (for a policy that reads the
+    plan, from the best of its ``starts`` first-slot choices, its plan a candidate too), plus
+    the best of ``samples`` rollouts sampled at ``temperature`` when ``samples > 0`` (seeded by
+    ``seed``), the cost model choosing. ``cost_evals`` counts every cost-model evaluation made
+    on the way."""
     with cost.count_evals() as counter:
         done = sampled_rollouts(
-            loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature, plan_of(loaded.meta)
+            loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature, plan_of(loaded.meta), starts
         )
     if not done:
         return PlacementResult(name, None, counter.evals, "no rollout completed a placement")

@@ -26,14 +26,19 @@ sampled rollouts that start on the same machine share one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from hulk_env.baselines.chains import chain_candidates, chain_stop, rank_candidates
-from hulk_env.baselines.common import Evaluator, evaluate_candidates, nearest_neighbour_chain
+from hulk_env.baselines.common import (
+    Evaluator,
+    NeighbourOrder,
+    evaluate_candidates,
+    nearest_neighbour_chain,
+)
 from hulk_env.instance import Instance
 
 PLAN_KEY = "plan"
@@ -46,10 +51,20 @@ def plan_space(max_machines: int) -> spaces.Box:
     return spaces.Box(0.0, 1.0, (max_machines,), np.float32)
 
 
-def plan_from(instance: Instance, start: int, max_evals: int = PLAN_EVALS) -> np.ndarray | None:
-    """``[D, L]`` the fastest memory-feasible candidate of the nearest-latency chain from
-    ``start`` that keeps layer 0 of replica 0 on ``start`` (``None`` if none fits)."""
-    chain = nearest_neighbour_chain(instance, int(start), stop=chain_stop(instance)())
+class Plan(NamedTuple):
+    """The stage DP's plan from one start machine and its iteration time (the cost model's)."""
+
+    placement: np.ndarray  # [D, L]
+    iteration_time_s: float
+
+
+def plan_from(
+    instance: Instance, start: int, max_evals: int = PLAN_EVALS, order: NeighbourOrder | None = None
+) -> Plan | None:
+    """The fastest memory-feasible candidate of the nearest-latency chain from ``start`` that
+    keeps layer 0 of replica 0 on ``start`` (``None`` if none fits). ``order``: a
+    :class:`~hulk_env.baselines.common.NeighbourOrder` shared by the plans of one instance."""
+    chain = nearest_neighbour_chain(instance, int(start), order=order, stop=chain_stop(instance)())
     # Forward splits only: a reversed split puts layer 0 at the far end of its prefix.
     found = chain_candidates(instance, chain, orientations=(False,))
     ranked = [p for p in rank_candidates(found) if p[0, 0] == start]
@@ -57,19 +72,17 @@ def plan_from(instance: Instance, start: int, max_evals: int = PLAN_EVALS) -> np
         return None
     times = evaluate_candidates(Evaluator(instance, max_evals), ranked[:max_evals])
     best = int(np.argmin(times))
-    return np.asarray(ranked[best], dtype=np.int64) if np.isfinite(times[best]) else None
+    if not np.isfinite(times[best]):
+        return None
+    return Plan(np.asarray(ranked[best], dtype=np.int64), float(times[best]))
 
 
 def better_of_plan(instance: Instance, placement: np.ndarray, time_s: float) -> tuple[np.ndarray, float, bool]:
     """``(placement, time, planned)``: the plan from ``placement``'s start machine when it is
     faster than ``placement`` (what the policy sees after that first slot), else ``placement``."""
-    from hulk_env import cost
-
     planned = plan_from(instance, int(np.asarray(placement)[0, 0]))
-    if planned is not None:
-        breakdown = cost.evaluate(instance.cluster, instance.workload, planned)
-        if breakdown.memory_feasible and float(breakdown.iteration_time_s) < time_s:
-            return planned, float(breakdown.iteration_time_s), True
+    if planned is not None and planned.iteration_time_s < time_s:
+        return planned.placement, planned.iteration_time_s, True
     return np.asarray(placement, dtype=np.int64), float(time_s), False
 
 
@@ -87,8 +100,9 @@ class PlanHint(gym.Wrapper):
         self.observation_space = spaces.Dict(space)
         self.plan: np.ndarray | None = None
         # (id(instance), start) -> (instance, plan); holding the instance keeps its id from
-        # being reused by another one's while it is cached.
-        self._cache: dict[tuple[int, int], tuple[Instance, np.ndarray | None]] = {}
+        # being reused by another one's while it is cached. One neighbour order per instance.
+        self._cache: dict[tuple[int, int], tuple[Instance, Plan | None]] = {}
+        self._orders: dict[int, tuple[Instance, NeighbourOrder]] = {}
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         obs, info = self.env.reset(**kwargs)
@@ -100,19 +114,26 @@ class PlanHint(gym.Wrapper):
         ended = terminated or truncated
         s = self.env.unwrapped.state
         if not ended and s.t == 1:
-            self.plan = self._plan(s.static.instance, int(s.placement[0, 0]))
+            planned = self.plan_for(s.static.instance, int(s.placement[0, 0]))
+            self.plan = None if planned is None else planned.placement
         return self._observe(obs, ended), reward, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
         return self.env.unwrapped.action_masks()
 
-    def _plan(self, instance: Instance, start: int) -> np.ndarray | None:
-        key = (id(instance), start)
+    def plan_for(self, instance: Instance, start: int) -> Plan | None:
+        """:func:`plan_from` ``(instance, start)``, cached (what the observation shows once the
+        first slot is on ``start``)."""
+        key = (id(instance), int(start))
         entry = self._cache.get(key)
         if entry is None or entry[0] is not instance:
             if len(self._cache) >= _CACHE_SIZE:
                 self._cache.clear()
-            entry = self._cache[key] = (instance, plan_from(instance, start))
+                self._orders.clear()
+            order = self._orders.get(id(instance))
+            if order is None or order[0] is not instance:
+                order = self._orders[id(instance)] = (instance, NeighbourOrder(instance))
+            entry = self._cache[key] = (instance, plan_from(instance, int(start), order=order[1]))
         return entry[1]
 
     def _observe(self, obs: dict[str, np.ndarray], ended: bool) -> dict[str, np.ndarray]:

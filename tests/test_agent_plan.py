@@ -42,13 +42,15 @@ def _time(inst: Instance, placement: np.ndarray) -> float:
 def test_plan_keeps_the_start_fits_and_is_the_chains_best(d):
     inst = _instance(d)
     for start in range(inst.num_machines):
-        plan = plan_from(inst, start)
+        planned = plan_from(inst, start)
         chain = nearest_neighbour_chain(inst, start)
         kept = [p for _, p in chain_candidates(inst, chain) if p[0, 0] == start]
         times = cost.iteration_times(inst.cluster, inst.workload, np.stack(kept)).penalised() if kept else np.array([np.inf])
-        if plan is None:
+        if planned is None:
             assert not np.isfinite(times.min())
             continue
+        plan = planned.placement
+        assert planned.iteration_time_s == pytest.approx(_time(inst, plan), rel=1e-12)  # the cost model's time
         assert plan.shape == (d, inst.num_layers) and plan[0, 0] == start
         assert cost.evaluate(inst.cluster, inst.workload, plan).memory_feasible
         assert _time(inst, plan) == pytest.approx(float(times.min()), rel=1e-12)
@@ -64,7 +66,7 @@ def test_plan_from_chain_dps_start_is_as_fast_when_its_chain_made_it():
         start = int(best[0, 0])
         if any(np.array_equal(p, best) for _, p in chain_candidates(inst, nearest_neighbour_chain(inst, start))):
             checked += 1
-            assert _time(inst, plan_from(inst, start)) <= _time(inst, best) * (1 + 1e-12)
+            assert plan_from(inst, start).iteration_time_s <= _time(inst, best) * (1 + 1e-12)
     assert checked >= 2
 
 
@@ -75,8 +77,7 @@ def test_following_the_shown_plan_places_the_plan(d):
     obs, _ = env.reset(options={"instance": inst})
     assert not obs[PLAN_KEY].any()  # nothing to show before the start machine is chosen
     start = int(np.flatnonzero(env.action_masks())[-1])
-    plan = plan_from(inst, start)
-    assert plan is not None
+    plan = plan_from(inst, start).placement
     obs, _, terminated, _, info = env.step(start)
     for t in range(1, plan.size):
         shown = np.flatnonzero(obs[PLAN_KEY])
@@ -133,8 +134,8 @@ def test_expert_labels_follow_a_faster_alternative():
     inst = _instance(2)
     naive = naive_placement(inst)
     demo = Demonstration(inst, naive, "naive", _time(inst, naive), 0, 0.0)
-    plan = plan_from(inst, int(np.argmax(inst.cluster.flops)))
-    assert plan is not None and _time(inst, plan) < demo.iteration_time_s
+    plan = plan_from(inst, int(np.argmax(inst.cluster.flops))).placement
+    assert _time(inst, plan) < demo.iteration_time_s
     env = instance_env(inst, lookahead=False)
     env.reset(options={"instance": inst})
     placed = np.full(plan.size, -1, dtype=np.int64)
@@ -164,3 +165,53 @@ def test_a_saved_plan_policy_loads_and_places_with_its_plan(tmp_path):
     with cost.count_evals() as counter:
         plan_from(inst, int(result.placement[0, 0]))
     assert result.cost_evals > counter.evals >= 1  # the plan's evaluations, and the env's
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
+    """The greedy decision of a plan policy: the network ranks the first slot's machines, the
+    plans from its best few are built, the rollout starts where the plan is fastest, and the
+    result is never slower than that plan (nor than any candidate's plan)."""
+    from agents.inference import first_slot_candidates, masked_logits, planned_greedy, rollout
+
+    inst = _instance(d, seed=5)
+    torch.manual_seed(1)
+    net = build_policy_network(POLICY, Padding(16, 64, 64), lookahead=False, plan=True)
+    net.set_training_mode(False)
+    env = instance_env(inst, lookahead=False, plan=True)
+    with torch.inference_mode():
+        candidates = first_slot_candidates(net, env, inst, 4)
+        obs, _ = env.reset(options={"instance": inst})
+        logits, _ = masked_logits(net, obs, env.action_masks())
+        assert len(candidates) == 4 and all(env.action_masks()[s] for s in candidates)
+        scores = [float(logits[s]) for s in candidates]
+        assert scores == sorted(scores, reverse=True) and scores[0] == float(logits.max())
+        plans = {s: plan_from(inst, s) for s in candidates}
+        fastest = min((p.iteration_time_s for p in plans.values() if p is not None), default=np.inf)
+        done = planned_greedy(net, env, inst, 4)
+        assert done[0].placement[0, 0] in candidates  # the rollout starts on a candidate...
+        assert plans[int(done[0].placement[0, 0])].iteration_time_s == fastest  # ...with the fastest plan
+        assert done[-1].iteration_time_s == fastest and np.array_equal(done[-1].placement, plans[int(done[0].placement[0, 0])].placement)
+        forced = rollout(net, env, inst, first=candidates[-1])
+        assert forced.placement[0, 0] == candidates[-1]
+        again = planned_greedy(net, env, inst, 4)
+    assert all(np.array_equal(a.placement, b.placement) for a, b in zip(done, again, strict=True))
+
+
+def test_policy_placement_counts_every_candidates_plan(tmp_path):
+    """``starts`` plans are built and evaluated: their evaluations are in ``cost_evals``, and the
+    placement is at least as fast as the plan from the network's own first choice."""
+    from agents.inference import policy_placement
+    from agents.saved_policy import load_policy, save_policy
+
+    torch.manual_seed(4)
+    padding = Padding(16, 64, 64)
+    net = build_policy_network(POLICY, padding, lookahead=False, plan=True)
+    save_policy(net, tmp_path, policy_config=POLICY, padding=padding, lookahead=False, plan=True)
+    loaded = load_policy(tmp_path)
+    inst = _instance(2, seed=6)
+    one = policy_placement(loaded, inst, starts=1)
+    many = policy_placement(loaded, inst, starts=4)
+    own = plan_from(inst, int(one.placement[0, 0]))  # the network's first choice's plan
+    assert many.cost_evals > one.cost_evals  # the other candidates' plans are counted
+    assert _time(inst, many.placement) <= own.iteration_time_s * (1 + 1e-12)
