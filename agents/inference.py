@@ -127,17 +127,24 @@ def first_slot_candidates(policy: Any, env: Any, instance: Instance, k: int) -> 
 
 def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int) -> list[Rollout]:
     """The greedy rollout from the first-slot machine, among the network's ``starts`` best,
-    whose plan is fastest, then that plan (see the module docstring). ``env``: an
-    :func:`instance_env` with the plan. Without any plan that fits, the plain greedy rollout."""
+    whose plan is fastest, then that plan (see the module docstring), then the naive placement
+    (the env's reward reference, already evaluated: the decision is never slower than placing
+    without optimisation, as ``latency-chain-dp`` falls back to it). ``env``: an
+    :func:`instance_env` with the plan. Without any plan that fits, the rollout starts where
+    the network prefers."""
     candidates = first_slot_candidates(policy, env, instance, starts)
     plans = [(s, env.plan_for(instance, s)) for s in candidates]
     fitting = [(p.iteration_time_s, i, s, p) for i, (s, p) in enumerate(plans) if p is not None]
-    if not fitting:
+    out: list[Rollout] = []
+    if fitting:
+        _, _, start, plan = min(fitting, key=lambda f: (f[0], f[1]))  # ties to the network's order
+        done = rollout(policy, env, instance, first=start)
+        out += ([] if done is None else [done]) + [Rollout(plan.placement, plan.iteration_time_s)]
+    else:
         done = rollout(policy, env, instance)
-        return [] if done is None else [done]
-    _, _, start, plan = min(fitting, key=lambda f: (f[0], f[1]))  # ties to the network's order
-    done = rollout(policy, env, instance, first=start)
-    return ([] if done is None else [done]) + [Rollout(plan.placement, plan.iteration_time_s)]
+        out += [] if done is None else [done]
+    static = env.unwrapped.state.static
+    return out + [Rollout(np.asarray(static.reference_placement, dtype=np.int64), float(static.reference_time_s))]
 
 
 @contextmanager
