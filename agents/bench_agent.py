@@ -2,7 +2,11 @@
 
 On every instance of a suite (default ``unseen-v0``: cities outside the training pool):
 
-* ``gnn-ppo`` -- the pretrained policy shipped in the package, greedy (one masked rollout);
+* ``gnn-ppo`` -- the pretrained policy shipped in the package, greedy (its decision,
+  :func:`agents.inference.planned_greedy`: one masked rollout from the best of its first-slot
+  choices, that start's stage-DP plan and the naive placement as candidates too);
+* ``gnn-ppo`` rollout only (``policy_rollout_gap_geomean``): the same rollout, without the plan
+  and naive candidates -- what the network's own slot-by-slot decisions give;
 * ``gnn-ppo+search`` -- its placement (and a few sampled ones) polished by a small local search;
 * ``latency-chain-dp`` -- the strongest fast heuristic, run here (its wall time is measured);
 * the reference -- the best of ``genetic`` and ``anneal`` at 50,000 evaluations each, read from
@@ -12,14 +16,15 @@ Gaps are ``T_method / T_reference - 1``; a ``*_gap_geomean`` is ``exp(mean(log(T
 over all instances of the run (negative when the method beats the searches). **A failure
 counts**: an instance where a method returns no feasible placement (a dead end, an error)
 enters its geometric mean with the naive placement's ratio ``T_naive / T_ref`` -- what a user
-falls back to -- and is counted in ``dead_ends`` (policy and policy+search failures together).
+falls back to -- and is counted in ``dead_ends`` (policy, rollout-only and policy+search failures
+together).
 An instance where both searches failed would take the naive placement as its reference (none of
 ``unseen-v0`` does: every one has a search result).
 Cost evaluations are counted by the cost model itself (:func:`hulk_env.cost.count_evals`), every
 call included (the env's, the lookahead's, the search's).
 
 Keys of the result (``--json``): ``suite``, ``instances``, ``dead_ends``, ``policy_gap_geomean``,
-``chain_dp_gap_geomean``, ``search_polish_gap_geomean``, ``search_polish_evals_ratio`` (total
+``policy_rollout_gap_geomean`` (``None`` when no rollout-only method is given), ``chain_dp_gap_geomean``, ``search_polish_gap_geomean``, ``search_polish_evals_ratio`` (total
 cost evaluations of ``gnn-ppo+search`` over all instances / total of ``genetic``),
 ``decision_s_median``, ``decision_s_max`` (wall seconds of one greedy ``gnn-ppo`` placement),
 ``chain_dp_s_median`` (wall seconds of ``latency-chain-dp``).
@@ -43,6 +48,7 @@ from hulk_env.evaluation.suites import load_suite
 from hulk_env.reference import naive_placement
 
 POLICY = "gnn-ppo"
+ROLLOUT = "gnn-ppo:rollout"  # the policy's own rollout, without the plan and naive candidates
 POLISH = "gnn-ppo+search"
 CHAIN_DP = "latency-chain-dp"
 QUICK_MAX_MACHINES = 64
@@ -51,6 +57,7 @@ KEYS = (
     "instances",
     "dead_ends",
     "policy_gap_geomean",
+    "policy_rollout_gap_geomean",
     "chain_dp_gap_geomean",
     "search_polish_gap_geomean",
     "search_polish_evals_ratio",
@@ -67,8 +74,10 @@ def gap_geomean(times_s: list[float], fallback_s: list[float], reference_s: list
 
 
 def policy_methods() -> dict[str, Callable]:
-    """The shipped policy's methods (``gnn-ppo``, ``gnn-ppo+search``) from :mod:`agents.methods`."""
-    from agents.methods import agent_methods
+    """The shipped policy's methods (``gnn-ppo``, ``gnn-ppo+search``) from :mod:`agents.methods`,
+    and its rollout alone (:data:`ROLLOUT`)."""
+    from agents.inference import policy_placement
+    from agents.methods import agent_methods, pretrained_policy
 
     methods = agent_methods()
     missing = [m for m in (POLICY, POLISH) if m not in methods]
@@ -78,6 +87,7 @@ def policy_methods() -> dict[str, Callable]:
             "(agents/pretrained)?",
             field="method",
         )
+    methods[ROLLOUT] = lambda inst, seed, budget: policy_placement(pretrained_policy(), inst, seed, name=ROLLOUT, rollout_only=True)
     return methods
 
 
@@ -107,26 +117,31 @@ def bench_agent(
     reference = load_reference(suite, reference_path, instances)
     methods = policy_methods() if methods is None else methods
     chain_dp = get_method(CHAIN_DP)
-    policy, polish, chain, ref_s, naive_s, genetic_evals = [], [], [], [], [], 0
+    policy, rolled, polish, chain, ref_s, naive_s, genetic_evals = [], [], [], [], [], [], 0
     for inst in instances:
         ref = reference[inst.instance_id]
         naive_s.append(cost.iteration_time(inst.cluster, inst.workload, naive_placement(inst)))
         ref_s.append(ref.best_time_s if math.isfinite(ref.best_time_s) else naive_s[-1])
         genetic_evals += ref.evals("genetic")
         policy.append(measure(methods[POLICY], inst, None, name=POLICY))
+        if ROLLOUT in methods:
+            rolled.append(measure(methods[ROLLOUT], inst, None, name=ROLLOUT))
         polish.append(measure(methods[POLISH], inst, None, name=POLISH))
         chain.append(measure(chain_dp, inst, None, name=CHAIN_DP))
         if log is not None:
             log(
                 f"{inst.instance_id} ({inst.num_machines} machines, D={inst.data_parallel}, {inst.workload.name}): "
-                f"gap policy {_gap(policy[-1], ref_s[-1])}, +search {_gap(polish[-1], ref_s[-1])}, "
+                f"gap policy {_gap(policy[-1], ref_s[-1])}"
+                + (f" (rollout {_gap(rolled[-1], ref_s[-1])})" if rolled else "")
+                + f", +search {_gap(polish[-1], ref_s[-1])}, "
                 f"chain-dp {_gap(chain[-1], ref_s[-1])}; decision {policy[-1].wall_s:.2f} s"
             )
     return {
         "suite": suite,
         "instances": len(instances),
-        "dead_ends": sum(r.failed for r in policy) + sum(r.failed for r in polish),
+        "dead_ends": sum(r.failed for r in policy) + sum(r.failed for r in rolled) + sum(r.failed for r in polish),
         "policy_gap_geomean": gap_geomean([r.iteration_time_s for r in policy], naive_s, ref_s),
+        "policy_rollout_gap_geomean": gap_geomean([r.iteration_time_s for r in rolled], naive_s, ref_s) if rolled else None,
         "chain_dp_gap_geomean": gap_geomean([r.iteration_time_s for r in chain], naive_s, ref_s),
         "search_polish_gap_geomean": gap_geomean([r.iteration_time_s for r in polish], naive_s, ref_s),
         "search_polish_evals_ratio": sum(r.cost_evals for r in polish) / max(genetic_evals, 1),

@@ -76,10 +76,13 @@ def masked_logits(policy: Any, obs: dict[str, np.ndarray], mask: np.ndarray, sta
 
 
 class Rollout(NamedTuple):
-    """A completed episode: the ``[D, L]`` placement and its iteration time (the env's)."""
+    """A candidate placement: the ``[D, L]`` placement, its iteration time (the env's or the cost
+    model's) and where it came from: ``"rollout"`` (a completed episode of the policy), or for
+    :func:`planned_greedy`'s other candidates ``"plan"`` and ``"naive"``."""
 
     placement: np.ndarray
     iteration_time_s: float
+    source: str = "rollout"
 
 
 def rollout(
@@ -139,12 +142,13 @@ def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int) -> li
     if fitting:
         _, _, start, plan = min(fitting, key=lambda f: (f[0], f[1]))  # ties to the network's order
         done = rollout(policy, env, instance, first=start)
-        out += ([] if done is None else [done]) + [Rollout(plan.placement, plan.iteration_time_s)]
+        out += ([] if done is None else [done]) + [Rollout(plan.placement, plan.iteration_time_s, "plan")]
     else:
         done = rollout(policy, env, instance)
         out += [] if done is None else [done]
     static = env.unwrapped.state.static
-    return out + [Rollout(np.asarray(static.reference_placement, dtype=np.int64), float(static.reference_time_s))]
+    naive = Rollout(np.asarray(static.reference_placement, dtype=np.int64), float(static.reference_time_s), "naive")
+    return out + [naive]
 
 
 @contextmanager
@@ -202,17 +206,24 @@ def policy_placement(
     name: str = "policy",
     temperature: float = 1.0,
     starts: int = START_CANDIDATES,
+    rollout_only: bool = False,
 ) -> PlacementResult:
     """Place ``instance`` with a loaded policy: the greedy rollout (for a policy that reads the
-    plan, from the best of its ``starts`` first-slot choices, its plan a candidate too), plus
-    the best of ``samples`` rollouts sampled at ``temperature`` when ``samples > 0`` (seeded by
-    ``seed``), the cost model choosing. ``cost_evals`` counts every cost-model evaluation made
-    on the way."""
+    plan, from the best of its ``starts`` first-slot choices, its plan and the naive placement
+    candidates too), plus the best of ``samples`` rollouts sampled at ``temperature`` when
+    ``samples > 0`` (seeded by ``seed``), the cost model choosing. ``rollout_only``: keep the
+    policy's own rollouts only (to measure the network alone). ``cost_evals`` counts every
+    cost-model evaluation made on the way; ``reason`` says when a plan or the naive placement
+    beat the rollouts."""
     with cost.count_evals() as counter:
         done = sampled_rollouts(
             loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature, plan_of(loaded.meta), starts
         )
+    if rollout_only:
+        done = [r for r in done if r.source == "rollout"]
     if not done:
         return PlacementResult(name, None, counter.evals, "no rollout completed a placement")
     best = min(done, key=lambda r: r.iteration_time_s)  # the first (greedy) on ties
-    return PlacementResult(name, best.placement, counter.evals)
+    note = {"plan": "the stage DP's plan from the chosen start beat the policy's rollout",
+            "naive": "the naive placement beat the policy's rollout and plan"}.get(best.source, "")  # fmt: skip
+    return PlacementResult(name, best.placement, counter.evals, note)
