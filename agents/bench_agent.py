@@ -24,8 +24,8 @@ Cost evaluations are counted by the cost model itself (:func:`hulk_env.cost.coun
 call included (the env's, the lookahead's, the search's).
 
 Keys of the result (``--json``): ``suite``, ``instances``, ``dead_ends``, ``policy_gap_geomean``,
-``policy_rollout_gap_geomean`` (``None`` when no rollout-only method is given), ``chain_dp_gap_geomean``, ``search_polish_gap_geomean``, ``search_polish_evals_ratio`` (total
-cost evaluations of ``gnn-ppo+search`` over all instances / total of ``genetic``),
+``policy_rollout_gap_geomean`` (``None`` when no rollout-only method is given),
+``chain_dp_gap_geomean``, ``search_polish_gap_geomean``, ``search_polish_evals_ratio`` (total cost evaluations of ``gnn-ppo+search`` over all instances / total of ``genetic``),
 ``decision_s_median``, ``decision_s_max`` (wall seconds of one greedy ``gnn-ppo`` placement),
 ``chain_dp_s_median`` (wall seconds of ``latency-chain-dp``).
 

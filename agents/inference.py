@@ -16,11 +16,13 @@ with :func:`hulk_env.cost.count_evals`.
 A policy that reads the stage DP's plan (:mod:`agents.plan`) decides its first slot among its
 ``starts`` best-scored machines (:data:`START_CANDIDATES`): the plan from each is built (what
 the observation would show after that first slot), the greedy rollout starts where the plan is
-fastest, and that plan itself is a candidate beside the rollout (:func:`planned_greedy`). The
-network says which few of the ``M`` machines are worth starting from -- ``latency-chain-dp``
-builds a chain from every one (up to 256) -- and the cost model judges the few plans; on the
-validation instances the network's own first choice had the fastest plan on about half of them. torch is imported inside the functions, so importing this
-module needs no torch.
+fastest, and that plan and the naive placement are candidates beside the rollout
+(:func:`planned_greedy`). The network says which few of the ``M`` machines are worth starting
+from -- ``latency-chain-dp`` builds a chain from every one (up to 256) -- and the cost model
+judges the few plans; on the validation instances the network's own first choice had the
+fastest plan on about half of them.
+
+torch is imported inside the functions, so importing this module needs no torch.
 """
 
 from __future__ import annotations
@@ -136,11 +138,10 @@ def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int) -> li
     :func:`instance_env` with the plan. Without any plan that fits, the rollout starts where
     the network prefers."""
     candidates = first_slot_candidates(policy, env, instance, starts)
-    plans = [(s, env.plan_for(instance, s)) for s in candidates]
-    fitting = [(p.iteration_time_s, i, s, p) for i, (s, p) in enumerate(plans) if p is not None]
+    plans = [(s, p) for s in candidates if (p := env.plan_for(instance, s)) is not None]
     out: list[Rollout] = []
-    if fitting:
-        _, _, start, plan = min(fitting, key=lambda f: (f[0], f[1]))  # ties to the network's order
+    if plans:
+        start, plan = min(plans, key=lambda sp: sp[1].iteration_time_s)  # ties to the network's order
         done = rollout(policy, env, instance, first=start)
         out += ([] if done is None else [done]) + [Rollout(plan.placement, plan.iteration_time_s, "plan")]
     else:
@@ -178,8 +179,8 @@ def sampled_rollouts(
     plan: bool = False,
     starts: int = 1,
 ) -> list[Rollout]:
-    """The greedy placement (with ``plan`` and ``starts > 1``: :func:`planned_greedy`'s rollout
-    and plan), then ``samples`` sampled ones (seeded by ``seed``); rollouts that did not
+    """The greedy placement (with ``plan`` and ``starts > 1``: :func:`planned_greedy`'s rollout,
+    plan and naive placement), then ``samples`` sampled ones (seeded by ``seed``); rollouts that did not
     complete are left out. ``lookahead``, ``plan``: the observations the policy reads."""
     import torch
 

@@ -43,7 +43,7 @@ from hulk_env.instance import Instance
 
 PLAN_KEY = "plan"
 PLAN_EVALS = 256  # cost-model evaluations of one plan at most (a chain yields ~10-300 candidates)
-_CACHE_SIZE = 64
+_CACHE_INSTANCES = 16  # instances whose plans (and neighbour orders: up to M x M indices) are kept
 
 
 def plan_space(max_machines: int) -> spaces.Box:
@@ -99,10 +99,9 @@ class PlanHint(gym.Wrapper):
         space[PLAN_KEY] = plan_space(env.unwrapped.max_machines)
         self.observation_space = spaces.Dict(space)
         self.plan: np.ndarray | None = None
-        # (id(instance), start) -> (instance, plan); holding the instance keeps its id from
-        # being reused by another one's while it is cached. One neighbour order per instance.
-        self._cache: dict[tuple[int, int], tuple[Instance, Plan | None]] = {}
-        self._orders: dict[int, tuple[Instance, NeighbourOrder]] = {}
+        # id(instance) -> (instance, its neighbour order, start -> plan); holding the instance
+        # keeps its id from being reused by another one's while it is cached.
+        self._cache: dict[int, tuple[Instance, NeighbourOrder, dict[int, Plan | None]]] = {}
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         obs, info = self.env.reset(**kwargs)
@@ -124,17 +123,15 @@ class PlanHint(gym.Wrapper):
     def plan_for(self, instance: Instance, start: int) -> Plan | None:
         """:func:`plan_from` ``(instance, start)``, cached (what the observation shows once the
         first slot is on ``start``)."""
-        key = (id(instance), int(start))
-        entry = self._cache.get(key)
+        entry = self._cache.get(id(instance))
         if entry is None or entry[0] is not instance:
-            if len(self._cache) >= _CACHE_SIZE:
+            if len(self._cache) >= _CACHE_INSTANCES:
                 self._cache.clear()
-                self._orders.clear()
-            order = self._orders.get(id(instance))
-            if order is None or order[0] is not instance:
-                order = self._orders[id(instance)] = (instance, NeighbourOrder(instance))
-            entry = self._cache[key] = (instance, plan_from(instance, int(start), order=order[1]))
-        return entry[1]
+            entry = self._cache[id(instance)] = (instance, NeighbourOrder(instance), {})
+        _, order, plans = entry
+        if int(start) not in plans:
+            plans[int(start)] = plan_from(instance, int(start), order=order)
+        return plans[int(start)]
 
     def _observe(self, obs: dict[str, np.ndarray], ended: bool) -> dict[str, np.ndarray]:
         hint = np.zeros(self.env.unwrapped.max_machines, dtype=np.float32)

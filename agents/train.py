@@ -265,7 +265,7 @@ class TimeLimit(BaseCallback):
 class Validation(BaseCallback):
     """Greedy placements of the held-out instances, each at its own size, every ``every`` steps
     (the decision that ships, :func:`agents.inference.policy_placement`: with the plan, the
-    best of its first-slot choices' rollout and plan).
+    fastest of the best start's rollout, its plan and the naive placement).
 
     The score is the mean log speed-up over the naive placement (the env's terminal reward; a
     rollout that does not complete scores ``DEAD_END_REWARD``), so it ranks policies as the
@@ -311,12 +311,12 @@ class Validation(BaseCallback):
         training = policy.training
         policy.set_training_mode(False)
         for inst, ref in zip(self.instances, self.reference_s, strict=True):
-            # The decision that ships (policy_placement): with the plan, the best start's rollout or plan.
+            # The decision that ships (policy_placement): with the plan, the fastest candidate.
             done = sampled_rollouts(
                 policy, inst, self.config.env.lookahead, plan=self.config.env.plan, starts=START_CANDIDATES
             )
-            best_s = min((r.iteration_time_s for r in done), default=None)
-            rewards.append(log_speedup_reward(best_s, ref) if done else DEAD_END_REWARD)
+            best = min((r.iteration_time_s for r in done), default=None)
+            rewards.append(DEAD_END_REWARD if best is None else log_speedup_reward(best, ref))
         policy.set_training_mode(training)
         mean = float(np.mean(rewards))
         self.last_mean_reward = mean
