@@ -66,7 +66,7 @@ def plan_from(
     :class:`~hulk_env.baselines.common.NeighbourOrder` shared by the plans of one instance."""
     chain = nearest_neighbour_chain(instance, int(start), order=order, stop=chain_stop(instance)())
     # Forward splits only: a reversed split puts layer 0 at the far end of its prefix.
-    found = chain_candidates(instance, chain, orientations=(False,))
+    found = chain_candidates(instance, chain, orientations=(False,), order=order)
     ranked = [p for p in rank_candidates(found) if p[0, 0] == start]
     if not ranked:
         return None

@@ -15,7 +15,9 @@ from hulk_env.baselines.genome import Genome, crossover, decode, encode, mutate,
 from hulk_env.baselines.greedy import proportional_split
 from hulk_env.baselines.naive import naive
 from hulk_env.baselines.seeds import heuristic_seeds
+from hulk_env.baselines.chains import mirrored_candidates, replica_chain_candidates
 from hulk_env.baselines.stage_dp import cut_bytes, split_chain
+from hulk_env.feasibility import layer_memory_bytes, stash_count
 from hulk_env.cluster import get_cluster
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
@@ -107,11 +109,13 @@ def test_stage_dp_matches_brute_force_over_contiguous_splits(seed, reverse):
     inst = random_instance(100 + seed, m=4, n=6, slack=np.random.default_rng(seed).uniform(0.8, 3.0),
                            num_micro_batches=int(1 + seed % 8), schedule=("gpipe", "1f1b")[seed % 2])  # fmt: skip
     chain = np.random.default_rng(seed).permutation(4)
-    splits = {s.num_stages: s for s in split_chain(inst, chain, inst.cluster.memory_bytes, reverse=reverse)}
+    found = split_chain(inst, chain, inst.cluster.memory_bytes, reverse=reverse)
     for j in range(1, 5):
         best = np.inf
         # Reversed: the model's first layers go to the prefix's last machine.
         machines = chain[:j][::-1] if reverse else chain[:j]
+        # The splits of the whole chain's prefixes (others come from the chain without its slow machines).
+        splits = {s.num_stages: s for s in found if np.array_equal(s.machines, machines)}
         for cuts in itertools.combinations(range(1, 6), j - 1):
             stage = np.zeros(6, dtype=np.int64)
             for c in cuts:
@@ -139,6 +143,44 @@ def test_stage_dp_skips_machines_too_small_for_a_layer():
     mem = np.array([1e10, 1e8, 1e10])
     splits = split_chain(Instance(cluster, w), np.array([0, 1, 2]), mem)
     assert splits and all(1 not in s.machines for s in splits)
+
+
+def test_stage_dp_also_splits_the_chain_without_its_slow_machines():
+    # The nearest-latency chain 0 -> 1 -> 2 passes a GPU 10x slower than the others; each
+    # machine holds half the model, so every prefix split of the chain gives it layers.
+    lat = np.array([[0, 0.001, 0.002], [0.001, 0, 0.001], [0.002, 0.001, 0]])
+    w = make_chain([1e13] * 4, [1e6] * 4, params=[1e8] * 4, stash=[1e6] * 4)
+    need = float(layer_memory_bytes(w, stash_count(w, 2))[:2].sum())
+    inst = Instance(make_cluster([1e14, 1e13, 1e14], lat, np.full((3, 3), 1e9), memory_bytes=need * 1.01), w)
+    chain = nearest_neighbour_chain(inst, 0)
+    assert chain.tolist() == [0, 1, 2]
+    splits = split_chain(inst, chain, inst.cluster.memory_bytes)
+    assert any(s.machines.tolist() == [0, 2] for s in splits)
+    through = min(time_of(inst, s.row[None]) for s in splits if 1 in s.machines)
+    result = get_method("latency-chain-dp")(inst)
+    assert 1 not in result.placement and time_of(inst, result.placement) < 0.5 * through
+
+
+def test_chain_dp_mirrors_replicas_where_no_whole_replica_layout_fits():
+    # Memory-tight, two replicas: no prefix holds both (shared), no half of the chain holds one
+    # (blocks, interleaved), and naive's even split does not fit either.
+    inst = random_instance(1163, m=6, n=6, d=2, slack=1.0814617778262772)
+    chain = nearest_neighbour_chain(inst, 0)
+    free = inst.cluster.memory_bytes
+    assert not split_chain(inst, chain, free, share=2)
+    assert not replica_chain_candidates(inst, [chain[:3], chain[3:]])
+    assert not replica_chain_candidates(inst, [chain[0::2], chain[1::2]])
+    assert not naive(inst).feasible
+    mirrored = mirrored_candidates(inst, chain)
+    assert mirrored
+    for _, p in mirrored:
+        # Replica 1 repeats replica 0's stages (same cut points), one machine per stage.
+        cuts = [np.flatnonzero(np.diff(row) != 0).tolist() for row in p]
+        assert cuts[0] == cuts[1]
+        assert len(set(p[1])) == len(set(p[0]))
+    result = get_method("latency-chain-dp")(inst)
+    assert_feasible(inst, result)
+    assert np.isfinite(time_of(inst, result.placement))
 
 
 def test_cut_bytes_counts_every_crossing_edge():

@@ -78,7 +78,8 @@ def chains_of(instance: Instance, starts: list[int]) -> Iterator[tuple[int, list
     order = NeighbourOrder(instance)
     make_stop = chain_stop(instance)
     for start in starts:
-        yield start, chain_candidates(instance, nearest_neighbour_chain(instance, start, order=order, stop=make_stop()))
+        chain = nearest_neighbour_chain(instance, start, order=order, stop=make_stop())
+        yield start, chain_candidates(instance, chain, order=order)
 
 
 def chains_from(instance: Instance, starts: list[int]) -> list[Candidate]:

@@ -11,6 +11,9 @@ in the DP):
   (replicas on disjoint, nearby machines);
 - *interleaved*: replica ``r`` on machines ``r, r + D, r + 2D, ...`` of the chain (the machines
   of one stage across replicas are neighbours, so the gradient rings are short).
+- *mirrored*: replica 0 split over the chain, each other replica's stage on the nearest machine
+  to replica 0's stage with room left (memory-tight instances, where whole replicas fit neither
+  on one prefix nor on fixed shares of the chain).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from hulk_env.baselines.common import dedupe_placements
+from hulk_env.baselines.common import NeighbourOrder, dedupe_placements
 from hulk_env.baselines.stage_dp import MEMORY_SLACK, Split, memory_floors, split_chain
+from hulk_env.feasibility import layer_memory_bytes, stash_count
 from hulk_env.instance import Instance
 
 Candidate = tuple[float, np.ndarray]  # (DP estimate in seconds, placement [D, L])
@@ -46,12 +50,17 @@ def rank_candidates(candidates: list[Candidate]) -> list[np.ndarray]:
 
 
 def chain_candidates(
-    instance: Instance, chain: np.ndarray, orientations: tuple[bool, ...] = (False, True)
+    instance: Instance,
+    chain: np.ndarray,
+    orientations: tuple[bool, ...] = (False, True),
+    order: NeighbourOrder | None = None,
 ) -> list[Candidate]:
     """Candidate placements from one chain (all prefix lengths, all replica layouts).
 
     ``orientations``: the ``reverse`` values of the splits (default both; ``(False,)`` keeps
     the candidates with the model's first layer on the chain's first machine, at half the DP).
+    ``order``: the instance's shared :class:`~hulk_env.baselines.common.NeighbourOrder`, used
+    by the *mirrored* candidates.
     """
     d = instance.data_parallel
     chain = np.asarray(chain, dtype=np.int64)
@@ -65,7 +74,57 @@ def chain_candidates(
             blocks = [chain[r * size : (r + 1) * size] for r in range(d)]
             out += replica_chain_candidates(instance, blocks, reverse)
             out += replica_chain_candidates(instance, [chain[r::d] for r in range(d)], reverse)
+            out += mirrored_candidates(instance, chain, reverse, order)
     return out
+
+
+def mirrored_candidates(
+    instance: Instance, chain: np.ndarray, reverse: bool = False, order: NeighbourOrder | None = None
+) -> list[Candidate]:
+    """Replica 0 split over the chain by the stage DP (every stage count), each other replica a
+    mirror of it: stage ``j`` on the nearest machine (:class:`~hulk_env.baselines.common.NeighbourOrder`
+    of replica 0's stage-``j`` machine) that still has room, an unused one when there is.
+
+    For memory-tight instances: *shared* needs ``D`` times a replica's memory on one prefix,
+    *blocks* and *interleaved* give each replica a fixed ``1 / D`` of the chain. A mirror takes what each stage needs where there is room, and keeps
+    the machines of one layer's gradient ring, and of one replica's pipeline links, near
+    replica 0's (rings over a WAN dominate such placements). The cost model judges them.
+    """
+    order = order or NeighbourOrder(instance)
+    out: list[Candidate] = []
+    for split in split_chain(instance, chain, instance.cluster.memory_bytes, reverse=reverse):
+        rows = mirror_split(instance, split, order)
+        if rows is not None:
+            out.append((split.estimate_s, rows))
+    return out
+
+
+def mirror_split(instance: Instance, split: Split, order: NeighbourOrder) -> np.ndarray | None:
+    """``[D, L]``: replica 0 on ``split``, the others mirrored (see :func:`mirrored_candidates`);
+    ``None`` when a stage finds no machine with room."""
+    m = instance.num_machines
+    depth = split.num_stages
+    need = layer_memory_bytes(instance, stash_count(instance, depth))
+    stage_bytes = np.bincount(split.stage_of_layer, weights=need, minlength=depth)
+    free = np.asarray(instance.cluster.memory_bytes, dtype=np.float64) - np.bincount(split.row, weights=need, minlength=m)
+    used = np.zeros(m, dtype=bool)
+    used[split.machines] = True
+    rows = [split.row]
+    for _ in range(1, instance.data_parallel):
+        mine = np.zeros(m, dtype=bool)  # one stage per machine, so the mirror's depth is the same
+        stages = np.empty(depth, dtype=np.int64)
+        for j, here in enumerate(split.machines):
+            near = order.row(int(here))
+            room = (free[near] >= stage_bytes[j]) & ~mine[near]
+            fresh = room & ~used[near]
+            if not room.any():
+                return None
+            pick = int(near[np.argmax(fresh)] if fresh.any() else near[np.argmax(room)])
+            stages[j] = pick
+            mine[pick] = used[pick] = True
+            free[pick] -= stage_bytes[j]
+        rows.append(stages[split.stage_of_layer])
+    return np.stack(rows)
 
 
 def chain_stop(instance: Instance) -> Callable[[], Callable[[int, int], bool]]:
@@ -103,19 +162,24 @@ def replica_chain_candidates(
     """Replica ``r`` split over ``chains[r]`` (the chains must not share machines).
 
     Candidates: every stage count feasible for all replicas (aligned stages, so the gradient
-    rings line up), plus each replica at its own best stage count.
+    rings line up), plus each replica at its own best stage count; once with the splits of the
+    replicas' whole chains, once with the best of those and of the chains without their slow
+    machines (the DP's estimate leaves out gradient sync, so the faster-looking split of a
+    count is not always the faster layout: both are kept for the cost model).
     """
     free = instance.cluster.memory_bytes
-    per_replica = [_best_per_count(split_chain(instance, ch, free, reverse=reverse)) for ch in chains]
-    if any(not splits for splits in per_replica):
-        return []
+    splits = [split_chain(instance, ch, free, reverse=reverse) for ch in chains]
     out: list[Candidate] = []
-    common = set.intersection(*(set(splits) for splits in per_replica))
-    for j in sorted(common):
-        chosen = [splits[j] for splits in per_replica]
-        out.append(_combine(chosen))
-    best = [min(splits.values(), key=lambda s: s.estimate_s) for splits in per_replica]
-    out.append(_combine(best))
+    groups = [[[s for s in found if not s.skips_slow] for found in splits]]
+    if any(s.skips_slow for found in splits for s in found):
+        groups.append(splits)
+    for allowed in groups:
+        per_replica = [_best_per_count(found) for found in allowed]
+        if any(not counts for counts in per_replica):
+            continue
+        common = set.intersection(*(set(counts) for counts in per_replica))
+        out += [_combine([counts[j] for counts in per_replica]) for j in sorted(common)]
+        out.append(_combine([min(counts.values(), key=lambda s: s.estimate_s) for counts in per_replica]))
     return out
 
 

@@ -49,6 +49,10 @@ from hulk_env.workload import Workload
 # never admits a split the cost model rejects; candidates are re-checked by the cost model anyway.
 MEMORY_SLACK = 1e-9
 _MAX_RETRIES = 4  # re-solves with a shallower pipeline's smaller stash, per chain
+# A stage DP gives every machine of a chain prefix a stage, so a slow GPU between fast ones (a
+# GTX 1080 beside V100s: 7x fewer FLOP/s) either takes a stage or ends the prefix. The DP runs
+# again on the chain without machines below this fraction of its fastest (see split_chain).
+SLOW_FRACTION = 0.5
 
 
 class Split(NamedTuple):
@@ -58,11 +62,13 @@ class Split(NamedTuple):
         machines: ``[J]`` the machines of the stages, in pipeline order.
         stage_of_layer: ``[L]`` stage index ``0..J-1`` of each layer (non-decreasing).
         estimate_s: the DP's pipeline-time estimate for one replica (no data-parallel sync).
+        skips_slow: from the chain without its slow machines (:func:`without_slow`).
     """
 
     machines: np.ndarray
     stage_of_layer: np.ndarray
     estimate_s: float
+    skips_slow: bool = False  # split over the chain without its slow machines (without_slow)
 
     @property
     def num_stages(self) -> int:
@@ -121,6 +127,17 @@ def memory_floors(instance: Instance, share: int, chain_length: int) -> tuple[fl
     return float(need.min()), float(np.median(need))
 
 
+def without_slow(instance: Instance, chain: np.ndarray, fraction: float = SLOW_FRACTION) -> np.ndarray:
+    """The chain without the machines slower than ``fraction`` of its fastest (its first machine,
+    the caller's start, always kept)."""
+    if len(chain) < 2:
+        return chain
+    flops = instance.cluster.flops[chain]
+    keep = flops >= fraction * flops.max()
+    keep[0] = True
+    return chain[keep]
+
+
 def split_chain(
     instance: Instance,
     chain: np.ndarray,
@@ -135,7 +152,9 @@ def split_chain(
     A stage DP gives every machine of the prefix at least one layer, so machines too small for
     a layer would block it: the DP runs on the chain without the machines that cannot hold the
     smallest layer, and again without those that cannot hold the median layer (when that drops
-    more), and both results are returned.
+    more). For the same reason a slow machine takes a stage wherever the chain passes it, so each
+    of those chains is also split without its machines below :data:`SLOW_FRACTION` of its
+    fastest's FLOP/s (:func:`without_slow`). Every result is returned.
 
     Args:
         instance: the cluster and workload.
@@ -158,13 +177,15 @@ def split_chain(
     out: list[Split] = []
     seen: list[np.ndarray] = []
     for floor in memory_floors(instance, share, len(chain)):
-        kept = chain[free[chain] >= floor]
-        if any(np.array_equal(kept, other) for other in seen):
-            continue
-        seen.append(kept)
-        out += _split_filtered(instance, layers, kept, free, share, max_stages, num_thresholds)
+        roomy = chain[free[chain] >= floor]
+        for kept, skips in ((roomy, False), (without_slow(instance, roomy), True)):
+            if any(np.array_equal(kept, other) for other in seen):
+                continue
+            seen.append(kept)
+            found = _split_filtered(instance, layers, kept, free, share, max_stages, num_thresholds)
+            out += [s._replace(skips_slow=skips) for s in found]
     if reverse:
-        out = [Split(s.machines[::-1].copy(), s.num_stages - 1 - s.stage_of_layer[::-1], s.estimate_s) for s in out]
+        out = [s._replace(machines=s.machines[::-1].copy(), stage_of_layer=s.num_stages - 1 - s.stage_of_layer[::-1]) for s in out]
     return sorted(out, key=lambda s: s.num_stages)
 
 
