@@ -105,26 +105,35 @@ def mirror_split(instance: Instance, split: Split, order: NeighbourOrder) -> np.
     m = instance.num_machines
     depth = split.num_stages
     need = layer_memory_bytes(instance, stash_count(instance, depth))
-    stage_bytes = np.bincount(split.stage_of_layer, weights=need, minlength=depth)
-    free = np.asarray(instance.cluster.memory_bytes, dtype=np.float64) - np.bincount(split.row, weights=need, minlength=m)
-    used = np.zeros(m, dtype=bool)
-    used[split.machines] = True
+    stage_bytes = np.bincount(split.stage_of_layer, weights=need, minlength=depth).tolist()
+    # Python scalars: a stage's scan usually ends within a few machines of its row.
+    free = (np.asarray(instance.cluster.memory_bytes, dtype=np.float64) - np.bincount(split.row, weights=need, minlength=m)).tolist()
+    used = set(split.machines.tolist())
     rows = [split.row]
     for _ in range(1, instance.data_parallel):
-        mine = np.zeros(m, dtype=bool)  # one stage per machine, so the mirror's depth is the same
-        stages = np.empty(depth, dtype=np.int64)
-        for j, here in enumerate(split.machines):
-            near = order.row(int(here))
-            room = (free[near] >= stage_bytes[j]) & ~mine[near]
-            fresh = room & ~used[near]
-            if not room.any():
+        stages: list[int] = []  # one stage per machine, so the mirror's depth is the same
+        for here, bytes_needed in zip(split.machines.tolist(), stage_bytes, strict=True):
+            pick = _nearest_with_room(order.row(here).tolist(), free, bytes_needed, used, stages)
+            if pick is None:
                 return None
-            pick = int(near[np.argmax(fresh)] if fresh.any() else near[np.argmax(room)])
-            stages[j] = pick
-            mine[pick] = used[pick] = True
-            free[pick] -= stage_bytes[j]
-        rows.append(stages[split.stage_of_layer])
+            stages.append(pick)
+            used.add(pick)
+            free[pick] -= bytes_needed
+        rows.append(np.asarray(stages, dtype=np.int64)[split.stage_of_layer])
     return np.stack(rows)
+
+
+def _nearest_with_room(near: list[int], free: list[float], bytes_needed: float, used: set[int], taken: list[int]) -> int | None:
+    """The first machine of ``near`` with room that no replica uses, else the first with room
+    (not in ``taken``)."""
+    fallback = None
+    for k in near:
+        if free[k] >= bytes_needed and k not in taken:
+            if k not in used:
+                return k
+            if fallback is None:
+                fallback = k
+    return fallback
 
 
 def chain_stop(instance: Instance) -> Callable[[], Callable[[int, int], bool]]:
