@@ -9,17 +9,17 @@ import pytest
 
 from hulk_env import cost
 from hulk_env.baselines import METHODS, get_method, method_names
+from hulk_env.baselines.chains import mirrored_candidates, replica_chain_candidates
 from hulk_env.baselines.common import Evaluator, nearest_neighbour_chain
 from hulk_env.baselines.exact import exact, num_placements
 from hulk_env.baselines.genome import Genome, crossover, decode, encode, mutate, split_stage
 from hulk_env.baselines.greedy import proportional_split
 from hulk_env.baselines.naive import naive
 from hulk_env.baselines.seeds import heuristic_seeds
-from hulk_env.baselines.chains import mirrored_candidates, replica_chain_candidates
 from hulk_env.baselines.stage_dp import cut_bytes, split_chain
-from hulk_env.feasibility import layer_memory_bytes, stash_count
 from hulk_env.cluster import get_cluster
 from hulk_env.errors import HulkInputError
+from hulk_env.feasibility import layer_memory_bytes, stash_count
 from hulk_env.instance import Instance
 from hulk_env.workload import get_model
 from tests.strategies import make_chain, make_cluster
@@ -324,18 +324,17 @@ def test_baselines_on_a_built_in_cluster_rank_sensibly():
 def test_recut_keeps_the_machines_and_finds_the_dp_split_of_a_badly_cut_placement():
     from hulk_env.baselines.chains import first_use_order, recut_candidates
     from hulk_env.evaluation.suites import load_suite
+    from hulk_env.reference import even_split
 
     # the first geo-v0 instance whose latency-chain-dp placement is a pipeline of >= 3 stages
+    # that the same machines, in the same order, with the layers cut evenly make slower
     for inst in load_suite("geo-v0"):
         best = get_method("latency-chain-dp")(inst, 0, None).placement
         chain = first_use_order(best[0])
-        if len(chain) >= 3:
+        bad = np.tile(chain[even_split(inst.num_layers, len(chain))], (inst.data_parallel, 1))
+        if len(chain) >= 3 and time_of(inst, bad) > time_of(inst, best):
             break
-    assert len(chain) >= 3
-    # the same machines in the same order, but the layers cut evenly: a worse placement
-    from hulk_env.reference import even_split
-
-    bad = np.tile(chain[even_split(inst.num_layers, len(chain))], (inst.data_parallel, 1))
+    assert len(chain) >= 3 and time_of(inst, bad) > time_of(inst, best)
     candidates = recut_candidates(inst, bad)
     assert candidates and all(set(np.unique(p)) <= set(chain.tolist()) for _, p in candidates)
     times = cost.iteration_times(inst.cluster, inst.workload, np.stack([p for _, p in candidates])).penalised()

@@ -224,7 +224,7 @@ def recut_candidates(instance: Instance, placement: np.ndarray) -> list[Candidat
     p = np.asarray(placement, dtype=np.int64).reshape(instance.data_parallel, instance.num_layers)
     chains = [first_use_order(row) for row in p]
     whole = first_use_order(np.concatenate(chains))
-    out = chain_candidates(instance, whole)
+    out = chain_candidates(instance, whole, order=NeighbourOrder(instance, whole))  # mirrors stay on these machines
     disjoint = sum(len(c) for c in chains) == len(whole)
     if instance.data_parallel > 1 and disjoint:
         for reverse in (False, True):
