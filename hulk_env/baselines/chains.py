@@ -74,6 +74,7 @@ def chain_candidates(
             blocks = [chain[r * size : (r + 1) * size] for r in range(d)]
             out += replica_chain_candidates(instance, blocks, reverse)
             out += replica_chain_candidates(instance, [chain[r::d] for r in range(d)], reverse)
+        if d > 1:  # also on chains shorter than D: replicas may share a machine's leftover memory
             out += mirrored_candidates(instance, chain, reverse, order)
     return out
 
