@@ -3,7 +3,7 @@
 * ``gnn-ppo`` -- the pretrained generalist policy shipped in the package
   (``agents/pretrained/gnn-ppo/``: weights only, with its config and training command), greedy:
   one masked rollout of ``hulk/Placement-v1`` at the instance's own size, from the first-slot
-  machine (of the network's best :data:`agents.inference.START_CANDIDATES`) whose stage-DP plan
+  machine (of the network's best :data:`agents.inference.START_CANDIDATES`, one per region first) whose stage-DP plan
   is fastest, that plan a candidate too (:func:`agents.inference.planned_greedy`). With a
   ``budget`` it also samples ``budget - 1`` rollouts and keeps the best;
 * ``gnn-ppo+search`` -- the policy's greedy placement (and plan) and :data:`POLISH_SAMPLES` sampled ones,

@@ -172,7 +172,13 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
     """The greedy decision of a plan policy: the network ranks the first slot's machines, the
     plans from its best few are built, the rollout starts where the plan is fastest, and that
     plan and the naive placement are candidates beside the rollout."""
-    from agents.inference import first_slot_candidates, masked_logits, planned_greedy, rollout
+    from agents.inference import (
+        distinct_regions_first,
+        first_slot_candidates,
+        masked_logits,
+        planned_greedy,
+        rollout,
+    )
 
     inst = _instance(d, seed=5)
     torch.manual_seed(1)
@@ -184,8 +190,10 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
         obs, _ = env.reset(options={"instance": inst})
         logits, _ = masked_logits(net, obs, env.action_masks())
         assert len(candidates) == 4 and all(env.action_masks()[s] for s in candidates)
-        scores = [float(logits[s]) for s in candidates]
-        assert scores == sorted(scores, reverse=True) and scores[0] == float(logits.max())
+        # The network's best machine of each region, in score order, then its next best.
+        ranked = [int(i) for i in torch.argsort(logits, descending=True, stable=True)[: int(torch.isfinite(logits).sum())]]
+        regions = [m.region for m in inst.cluster.machines]
+        assert candidates == distinct_regions_first(ranked, regions, 4) and candidates[0] == ranked[0]
         plans = {s: plan_from(inst, s) for s in candidates}
         fastest = min((p.iteration_time_s for p in plans.values() if p is not None), default=np.inf)
         done = planned_greedy(net, env, inst, 4)
@@ -198,6 +206,17 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
         assert forced.placement[0, 0] == candidates[-1]
         again = planned_greedy(net, env, inst, 4)
     assert all(np.array_equal(a.placement, b.placement) for a, b in zip(done, again, strict=True))
+
+
+def test_start_candidates_take_one_machine_per_region_first():
+    from agents.inference import distinct_regions_first
+
+    regions = ["a", "a", "b", "c", "b", "a"]
+    ranked = [1, 0, 4, 5, 2, 3]  # the network's order
+    assert distinct_regions_first(ranked, regions, 3) == [1, 4, 3]  # best of a, of b, of c
+    assert distinct_regions_first(ranked, regions, 5) == [1, 4, 3, 0, 5]  # then by score
+    assert distinct_regions_first(ranked, regions, 9) == [1, 4, 3, 0, 5, 2]
+    assert distinct_regions_first([2], regions, 4) == [2]
 
 
 def test_policy_placement_counts_every_candidates_plan(tmp_path):
