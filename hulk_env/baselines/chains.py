@@ -67,18 +67,18 @@ def chain_candidates(
     free = instance.cluster.memory_bytes
     out: list[Candidate] = []
     for reverse in orientations:
-        whole = [(split.estimate_s, np.tile(split.row, (d, 1))) for split in split_chain(instance, chain, free, share=d, reverse=reverse)]
+        found = [(split.estimate_s, np.tile(split.row, (d, 1))) for split in split_chain(instance, chain, free, share=d, reverse=reverse)]
         if d > 1 and len(chain) >= d:
             size = len(chain) // d
             blocks = [chain[r * size : (r + 1) * size] for r in range(d)]
-            whole += replica_chain_candidates(instance, blocks, reverse)
-            whole += replica_chain_candidates(instance, [chain[r::d] for r in range(d)], reverse)
-        # Mirrors where no whole-replica layout fits (also on chains shorter than D: replicas may
-        # share a machine's leftover memory). Everywhere, they cost ~20% of a plan's time and, on
-        # the validation instances, won only where nothing else fitted.
-        if d > 1 and not whole:
-            whole = mirrored_candidates(instance, chain, reverse, order)
-        out += whole
+            found += replica_chain_candidates(instance, blocks, reverse)
+            found += replica_chain_candidates(instance, [chain[r::d] for r in range(d)], reverse)
+        # Mirrors only where no whole-replica layout fits (also on chains shorter than D: replicas
+        # may share a machine's leftover memory): built everywhere they cost ~20% of a plan's
+        # time and, on the validation instances, won only where nothing else fitted.
+        if d > 1 and not found:
+            found = mirrored_candidates(instance, chain, reverse, order)
+        out += found
     return out
 
 
@@ -90,9 +90,10 @@ def mirrored_candidates(
     of replica 0's stage-``j`` machine) that still has room, an unused one when there is.
 
     For memory-tight instances: *shared* needs ``D`` times a replica's memory on one prefix,
-    *blocks* and *interleaved* give each replica a fixed ``1 / D`` of the chain. A mirror takes what each stage needs where there is room, and keeps
-    the machines of one layer's gradient ring, and of one replica's pipeline links, near
-    replica 0's (rings over a WAN dominate such placements). The cost model judges them.
+    *blocks* and *interleaved* give each replica a fixed ``1 / D`` of the chain. A mirror takes
+    what each stage needs where there is room, and keeps the machines of one layer's gradient
+    ring, and of one replica's pipeline links, near replica 0's (rings over a WAN dominate such
+    placements). The cost model judges them.
     """
     order = order or NeighbourOrder(instance)
     out: list[Candidate] = []
@@ -113,11 +114,12 @@ def mirror_split(instance: Instance, split: Split, order: NeighbourOrder) -> np.
     # Python scalars: a stage's scan usually ends within a few machines of its row.
     free = (np.asarray(instance.cluster.memory_bytes, dtype=np.float64) - np.bincount(split.row, weights=need, minlength=m)).tolist()
     used = set(split.machines.tolist())
+    nearest = [order.row(here).tolist() for here in split.machines.tolist()]  # per stage, all replicas
     rows = [split.row]
     for _ in range(1, instance.data_parallel):
         stages: list[int] = []  # one stage per machine, so the mirror's depth is the same
-        for here, bytes_needed in zip(split.machines.tolist(), stage_bytes, strict=True):
-            pick = _nearest_with_room(order.row(here).tolist(), free, bytes_needed, used, stages)
+        for near, bytes_needed in zip(nearest, stage_bytes, strict=True):
+            pick = _nearest_with_room(near, free, bytes_needed, used, stages)
             if pick is None:
                 return None
             stages.append(pick)

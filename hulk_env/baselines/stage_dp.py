@@ -182,14 +182,16 @@ def split_chain(
     layers = _layers(instance, reverse)
     out: list[Split] = []
     seen: list[np.ndarray] = []
-    for floor in memory_floors(instance, share, len(chain)):
-        roomy = chain[free[chain] >= floor]
-        for kept, skips in ((roomy, False), (without_slow(instance, roomy), True)):
-            if any(np.array_equal(kept, other) for other in seen):
-                continue
-            seen.append(kept)
-            found = _split_filtered(instance, layers, kept, free, share, max_stages, num_thresholds)
-            out += [s._replace(skips_slow=skips) for s in found]
+    roomy = [chain[free[chain] >= floor] for floor in memory_floors(instance, share, len(chain))]
+    # The memory-filtered chains first, so that a chain that is one of them is never marked
+    # skips_slow because it is also another's chain without its slow machines.
+    variants = [(kept, False) for kept in roomy] + [(without_slow(instance, kept), True) for kept in roomy]
+    for kept, skips in variants:
+        if any(np.array_equal(kept, other) for other in seen):
+            continue
+        seen.append(kept)
+        found = _split_filtered(instance, layers, kept, free, share, max_stages, num_thresholds)
+        out += [s._replace(skips_slow=skips) for s in found]
     if reverse:
         out = [s._replace(machines=s.machines[::-1].copy(), stage_of_layer=s.num_stages - 1 - s.stage_of_layer[::-1]) for s in out]
     return sorted(out, key=lambda s: s.num_stages)
