@@ -154,11 +154,16 @@ def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int) -> li
     """The greedy rollout from the first-slot machine, among the network's ``starts`` best,
     whose plan is fastest, then that plan (see the module docstring), then the naive placement
     (the env's reward reference, already evaluated: the decision is never slower than placing
-    without optimisation, as ``latency-chain-dp`` falls back to it). ``env``: an
-    :func:`instance_env` with the plan. Without any plan that fits, the rollout starts where
-    the network prefers."""
+    without optimisation, as ``latency-chain-dp`` falls back to it). At a start where no
+    forward plan fits, the chain's reverse plan (:func:`agents.plan.plan_from` with
+    ``reverse``) is a candidate too, before the naive one. ``env``: an :func:`instance_env` with
+    the plan. Without any forward plan that fits, the rollout starts where the network prefers."""
     candidates = first_slot_candidates(policy, env, instance, starts)
-    plans = [(s, p) for s in candidates if (p := env.plan_for(instance, s)) is not None]
+    forward = {s: env.plan_for(instance, s) for s in candidates}
+    plans = [(s, p) for s, p in forward.items() if p is not None]
+    # Where no forward split of a start's chain fits (memory-tight instances), its reverse split
+    # may: a candidate only, the observation keeps the forward plans the policy was trained on.
+    reverse = [p for s, f in forward.items() if f is None and (p := env.plan_for(instance, s, reverse=True)) is not None]
     out: list[Rollout] = []
     if plans:
         start, plan = min(plans, key=lambda sp: sp[1].iteration_time_s)  # ties to the network's order
@@ -167,6 +172,7 @@ def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int) -> li
     else:
         done = rollout(policy, env, instance)
         out += [] if done is None else [done]
+    out += [Rollout(p.placement, p.iteration_time_s, "plan") for p in reverse]
     static = env.unwrapped.state.static
     naive = Rollout(np.asarray(static.reference_placement, dtype=np.int64), float(static.reference_time_s), "naive")
     return out + [naive]
@@ -245,6 +251,6 @@ def policy_placement(
     if not done:
         return PlacementResult(name, None, counter.evals, "no rollout completed a placement")
     best = min(done, key=lambda r: r.iteration_time_s)  # the first (greedy) on ties
-    note = {"plan": "the stage DP's plan from the chosen start beat the policy's rollout",
+    note = {"plan": "a stage-DP plan from one of the network's start machines beat the policy's rollout",
             "naive": "the naive placement beat the policy's rollout and plan"}.get(best.source, "")  # fmt: skip
     return PlacementResult(name, best.placement, counter.evals, note)

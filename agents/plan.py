@@ -59,15 +59,26 @@ class Plan(NamedTuple):
 
 
 def plan_from(
-    instance: Instance, start: int, max_evals: int = PLAN_EVALS, order: NeighbourOrder | None = None
+    instance: Instance,
+    start: int,
+    max_evals: int = PLAN_EVALS,
+    order: NeighbourOrder | None = None,
+    reverse: bool = False,
 ) -> Plan | None:
     """The fastest memory-feasible candidate of the nearest-latency chain from ``start`` that
     keeps layer 0 of replica 0 on ``start`` (``None`` if none fits). ``order``: a
-    :class:`~hulk_env.baselines.common.NeighbourOrder` shared by the plans of one instance."""
+    :class:`~hulk_env.baselines.common.NeighbourOrder` shared by the plans of one instance.
+
+    ``reverse``: the chain's splits from the model's last layer instead (``latency-chain-dp``'s
+    other orientation: the start holds the last layers, layer 0 sits at the far end of the
+    prefix). Such a plan does not begin on ``start``, so it is a decision candidate only, never
+    the observation; it can fit where no forward split does, when the embedding and the head
+    need different memory."""
     chain = nearest_neighbour_chain(instance, int(start), order=order, stop=chain_stop(instance)())
-    # Forward splits only: a reversed split puts layer 0 at the far end of its prefix.
-    found = chain_candidates(instance, chain, orientations=(False,), order=order)
-    ranked = [p for p in rank_candidates(found) if p[0, 0] == start]
+    found = chain_candidates(instance, chain, orientations=(bool(reverse),), order=order)
+    ranked = rank_candidates(found)
+    if not reverse:
+        ranked = [p for p in ranked if p[0, 0] == start]
     if not ranked:
         return None
     times = evaluate_candidates(Evaluator(instance, max_evals), ranked[:max_evals])
@@ -99,9 +110,9 @@ class PlanHint(gym.Wrapper):
         space[PLAN_KEY] = plan_space(env.unwrapped.max_machines)
         self.observation_space = spaces.Dict(space)
         self.plan: np.ndarray | None = None
-        # id(instance) -> (instance, its neighbour order, start -> plan); holding the instance
-        # keeps its id from being reused by another one's while it is cached.
-        self._cache: dict[int, tuple[Instance, NeighbourOrder, dict[int, Plan | None]]] = {}
+        # id(instance) -> (instance, its neighbour order, (start, reverse) -> plan); holding the
+        # instance keeps its id from being reused by another one's while it is cached.
+        self._cache: dict[int, tuple[Instance, NeighbourOrder, dict[tuple[int, bool], Plan | None]]] = {}
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         obs, info = self.env.reset(**kwargs)
@@ -120,18 +131,19 @@ class PlanHint(gym.Wrapper):
     def action_masks(self) -> np.ndarray:
         return self.env.unwrapped.action_masks()
 
-    def plan_for(self, instance: Instance, start: int) -> Plan | None:
-        """:func:`plan_from` ``(instance, start)``, cached (what the observation shows once the
-        first slot is on ``start``)."""
+    def plan_for(self, instance: Instance, start: int, reverse: bool = False) -> Plan | None:
+        """:func:`plan_from` ``(instance, start, reverse=reverse)``, cached (with ``reverse``
+        false: what the observation shows once the first slot is on ``start``)."""
         entry = self._cache.get(id(instance))
         if entry is None or entry[0] is not instance:
             if len(self._cache) >= _CACHE_INSTANCES:
                 self._cache.clear()
             entry = self._cache[id(instance)] = (instance, NeighbourOrder(instance), {})
         _, order, plans = entry
-        if int(start) not in plans:
-            plans[int(start)] = plan_from(instance, int(start), order=order)
-        return plans[int(start)]
+        key = (int(start), bool(reverse))
+        if key not in plans:
+            plans[key] = plan_from(instance, key[0], order=order, reverse=key[1])
+        return plans[key]
 
     def _observe(self, obs: dict[str, np.ndarray], ended: bool) -> dict[str, np.ndarray]:
         hint = np.zeros(self.env.unwrapped.max_machines, dtype=np.float32)

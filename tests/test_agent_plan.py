@@ -208,6 +208,33 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
     assert all(np.array_equal(a.placement, b.placement) for a, b in zip(done, again, strict=True))
 
 
+def test_where_no_forward_plan_fits_the_reverse_plans_are_candidates():
+    """On a memory-tight validation draw (LLaMA-65B, 2 replicas, 64 machines) no start's chain
+    fits forward (the start holding layer 0); its reverse split (the start holding the last
+    layers) fits from about half of them. Each start candidate's reverse plan is then a
+    candidate of the decision: memory-feasible, the chain's best reverse split."""
+    from agents.inference import first_slot_candidates, planned_greedy
+    from hulk_env.evaluation.suites import VALIDATION_CITIES, _draw_heldout_instance
+
+    inst = _draw_heldout_instance(np.random.default_rng([20245, 2]), 64, "llama-65b", 2, True, VALIDATION_CITIES, "val")
+    torch.manual_seed(1)
+    net = build_policy_network(POLICY, Padding(16, 64, 64), lookahead=False, plan=True)
+    net.set_training_mode(False)
+    env = instance_env(inst, lookahead=False, plan=True)
+    with torch.inference_mode():
+        candidates = first_slot_candidates(net, env, inst, 4)
+        assert all(plan_from(inst, s) is None for s in candidates)
+        reverse = [p for s in candidates if (p := plan_from(inst, s, reverse=True)) is not None]
+        assert reverse  # the test instance's point: some candidate's chain fits reversed
+        done = planned_greedy(net, env, inst, 4)
+    plans = [r for r in done if r.source == "plan"]
+    assert [r.iteration_time_s for r in plans] == [p.iteration_time_s for p in reverse]
+    for r in plans:
+        assert cost.evaluate(inst.cluster, inst.workload, r.placement).memory_feasible
+        assert r.iteration_time_s == pytest.approx(_time(inst, r.placement), rel=1e-12)
+    assert done[-1].source == "naive"
+
+
 def test_start_candidates_take_one_machine_per_region_first():
     from agents.inference import distinct_regions_first
 
