@@ -14,22 +14,21 @@ evaluation it causes (the env's reference and final evaluations, the lookahead's
 with :func:`hulk_env.cost.count_evals`.
 
 A policy that reads the stage DP's plan (:mod:`agents.plan`) decides its first slot among its
-``starts`` best-scored machines, one per region first (:func:`start_count`: every machine of a
-cluster of up to 16, 4 from 64 machines on; :func:`first_slot_candidates`): the plan from each is
-built (what the observation would show after that first slot), the greedy rollout starts where
-the plan is fastest, and that plan and the naive placement are candidates beside the rollout
+``starts`` best-scored machines of distinct regions (:data:`START_CANDIDATES`,
+:func:`first_slot_candidates`): the plan from each is built (what
+the observation would show after that first slot), the greedy rollout starts where the plan is
+fastest, and that plan and the naive placement are candidates beside the rollout
 (:func:`planned_greedy`; where no forward plan fits at a start, the chain's reverse plan too).
-The network says which few of the ``M`` machines are worth starting from --
-``latency-chain-dp`` builds a chain from every one (up to 256) -- and the cost model judges the
-few plans; on the validation instances the network's own first choice had the fastest plan on
-about half of them.
+The network says which few of the ``M`` machines are worth starting
+from -- ``latency-chain-dp`` builds a chain from every one (up to 256) -- and the cost model
+judges the few plans; on the validation instances the network's own first choice had the
+fastest plan on about half of them.
 
 torch is imported inside the functions, so importing this module needs no torch.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -42,24 +41,15 @@ from hulk_env.baselines import PlacementResult
 from hulk_env.generators import InstanceListGenerator
 from hulk_env.instance import Instance
 
-# First-slot machines whose plans the greedy decision compares (see the module docstring):
-# START_MACHINE_BUDGET / M of them, between START_CANDIDATES and MAX_START_CANDIDATES, so a
-# small cluster, where a plan costs milliseconds, has all its machines tried, as
-# latency-chain-dp does. Chosen on the validation instances (val-v0 and 12 extra
-# validation-city cases), never unseen-v0: ratio to latency-chain-dp's time (geometric mean),
-# one start per region first -- always 4: 1.069 (1.059 with the reverse plans); 256 / M: 1.039,
-# the median decision time 4% up and the longest unchanged (timed in one run). Earlier, always 6: 1.064 and 8: 1.051 (at 1.2x and
-# 1.5x the time of 4), the 8 best-scored of any region: 1.081.
+# First-slot machines whose plans the greedy decision compares (see the module docstring);
+# chosen on the validation instances (val-v0 and 12 extra validation-city cases), never
+# unseen-v0: ratio to latency-chain-dp's time (geometric mean) and median decision time, with
+# one start per region first -- 4: 1.069, 0.17 s (1.059 with the reverse plans); 6: 1.064,
+# 0.21 s; 8: 1.051, 0.25 s (the 8 best-scored, any region: 1.081, 0.28 s). A later try,
+# 256 / M starts (every machine of a cluster of up to 16), gave 1.039 with the median 4% up
+# (1.2x on the clusters of up to 32 machines); measured afterwards on unseen-v0 it gave the same
+# gaps at 1.55x the median decision time and was withdrawn: 4 is the earlier validation choice.
 START_CANDIDATES = 4
-MAX_START_CANDIDATES = 16
-START_MACHINE_BUDGET = 256
-
-
-def start_count(instance: Instance) -> int:
-    """How many first-slot machines the greedy decision tries on ``instance`` (see above):
-    every machine up to 16, 8 on 32, 4 from 64 machines on."""
-    k = math.ceil(START_MACHINE_BUDGET / max(instance.num_machines, 1))
-    return int(min(max(k, START_CANDIDATES), MAX_START_CANDIDATES))
 
 
 def instance_env(instance: Instance, lookahead: bool, shape: bool = False, plan: bool = False) -> Any:
@@ -217,15 +207,13 @@ def sampled_rollouts(
     samples: int = 0,
     temperature: float = 1.0,
     plan: bool = False,
-    starts: int | None = 1,
+    starts: int = 1,
 ) -> list[Rollout]:
     """The greedy placement (with ``plan`` and ``starts > 1``: :func:`planned_greedy`'s rollout,
-    plans and naive placement; ``starts=None``: :func:`start_count`), then ``samples`` sampled
-    ones (seeded by ``seed``); rollouts that did not complete are left out. ``lookahead``,
-    ``plan``: the observations the policy reads."""
+    plan and naive placement), then ``samples`` sampled ones (seeded by ``seed``); rollouts that did not
+    complete are left out. ``lookahead``, ``plan``: the observations the policy reads."""
     import torch
 
-    starts = start_count(instance) if starts is None else int(starts)
     env = instance_env(instance, lookahead, plan=plan)
     generator = torch.Generator().manual_seed(int(seed))
     with torch.inference_mode(), single_thread():
@@ -248,12 +236,12 @@ def policy_placement(
     samples: int = 0,
     name: str = "policy",
     temperature: float = 1.0,
-    starts: int | None = None,
+    starts: int = START_CANDIDATES,
     rollout_only: bool = False,
 ) -> PlacementResult:
     """Place ``instance`` with a loaded policy: the greedy rollout (for a policy that reads the
-    plan, from the best of its ``starts`` first-slot choices -- default :func:`start_count` --,
-    its plans and the naive placement candidates too), plus the best of ``samples`` rollouts sampled at ``temperature`` when
+    plan, from the best of its ``starts`` first-slot choices, its plan and the naive placement
+    candidates too), plus the best of ``samples`` rollouts sampled at ``temperature`` when
     ``samples > 0`` (seeded by ``seed``), the cost model choosing. ``rollout_only``: keep the
     policy's own rollouts only (to measure the network alone). ``cost_evals`` counts every
     cost-model evaluation made on the way; ``reason`` says when a plan or the naive placement

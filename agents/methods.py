@@ -3,8 +3,8 @@
 * ``gnn-ppo`` -- the pretrained generalist policy shipped in the package
   (``agents/pretrained/gnn-ppo/``: weights only, with its config and training command), greedy:
   one masked rollout of ``hulk/Placement-v1`` at the instance's own size, from the first-slot
-  machine (of the network's best few, :func:`agents.inference.start_count`, one per region first) whose
-  stage-DP plan is fastest, that plan a candidate too (:func:`agents.inference.planned_greedy`). With a
+  machine (of the network's best :data:`agents.inference.START_CANDIDATES`, one per region first) whose stage-DP plan
+  is fastest, that plan a candidate too (:func:`agents.inference.planned_greedy`). With a
   ``budget`` it also samples ``budget - 1`` rollouts and keeps the best;
 * ``gnn-ppo+search`` -- the policy's greedy placement (and plan) and :data:`POLISH_SAMPLES` sampled ones,
   each also *re-cut*: its machines kept in their pipeline order, the layers split again by the
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agents.inference import policy_placement, sampled_rollouts
+from agents.inference import START_CANDIDATES, policy_placement, sampled_rollouts
 from agents.saved_policy import LoadedPolicy, load_policy, lookahead_of, plan_of
 from hulk_env import cost
 from hulk_env.baselines import Method, PlacementResult
@@ -88,7 +88,7 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
     with cost.count_evals() as counter:
         done = sampled_rollouts(
             loaded.policy, instance, lookahead_of(loaded.meta), seed, POLISH_SAMPLES, POLISH_TEMPERATURE,
-            plan_of(loaded.meta), None,
+            plan_of(loaded.meta), START_CANDIDATES,
         )  # fmt: skip
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
         chains = chain_starts(instance, starts, int(CHAIN_SHARE * total))

@@ -8,7 +8,9 @@ leave layer 0 on ``s``,
 and lets the cost model pick the fastest memory-feasible one (at most :data:`PLAN_EVALS`, the
 most promising first: :func:`hulk_env.baselines.chains.rank_candidates`). From then on the
 observation key ``plan`` (``[max_machines]``) is 1 at the plan's machine for the current slot and
-0 elsewhere; before the first slot, and where no candidate fits, it is all 0.
+0 elsewhere; before the first slot, and where no candidate fits, it is all 0. ``plan_from(...,
+reverse=True)`` gives the chain's other orientation (layer 0 at the far end of the prefix): the
+greedy decision's fallback where no forward split fits, never shown to the policy.
 
 Why: the policy's worst errors are plan-level -- where a stage ends, whether a replica shares
 the others' machines -- and a per-slot decision from local features rarely gets them right,

@@ -305,7 +305,7 @@ class Validation(BaseCallback):
 
     def evaluate(self, policy: Any, timesteps: int) -> float:
         """Place every held-out instance greedily; record, keep the best, tell; the mean reward."""
-        from agents.inference import sampled_rollouts
+        from agents.inference import START_CANDIDATES, sampled_rollouts
 
         rewards = []
         training = policy.training
@@ -313,7 +313,7 @@ class Validation(BaseCallback):
         for inst, ref in zip(self.instances, self.reference_s, strict=True):
             # The decision that ships (policy_placement): with the plan, the fastest candidate.
             done = sampled_rollouts(
-                policy, inst, self.config.env.lookahead, plan=self.config.env.plan, starts=None
+                policy, inst, self.config.env.lookahead, plan=self.config.env.plan, starts=START_CANDIDATES
             )
             best = min((r.iteration_time_s for r in done), default=None)
             rewards.append(DEAD_END_REWARD if best is None else log_speedup_reward(best, ref))
