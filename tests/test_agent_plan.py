@@ -38,6 +38,14 @@ def _time(inst: Instance, placement: np.ndarray) -> float:
     return float(cost.iteration_time(inst.cluster, inst.workload, placement))
 
 
+def _plan_net_and_env(inst: Instance, seed: int = 1):
+    """A small untrained plan policy (seeded), in evaluation mode, and its env on ``inst``."""
+    torch.manual_seed(seed)
+    net = build_policy_network(POLICY, Padding(16, 64, 64), lookahead=False, plan=True)
+    net.set_training_mode(False)
+    return net, instance_env(inst, lookahead=False, plan=True)
+
+
 @pytest.mark.parametrize("d", [1, 2, 4])
 def test_plan_keeps_the_start_fits_and_is_the_chains_best(d):
     inst = _instance(d)
@@ -181,10 +189,7 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
     )
 
     inst = _instance(d, seed=5)
-    torch.manual_seed(1)
-    net = build_policy_network(POLICY, Padding(16, 64, 64), lookahead=False, plan=True)
-    net.set_training_mode(False)
-    env = instance_env(inst, lookahead=False, plan=True)
+    net, env = _plan_net_and_env(inst)
     with torch.inference_mode():
         candidates = first_slot_candidates(net, env, inst, 4)
         obs, _ = env.reset(options={"instance": inst})
@@ -217,10 +222,7 @@ def test_where_no_forward_plan_fits_the_reverse_plans_are_candidates():
     from hulk_env.evaluation.suites import VALIDATION_CITIES, _draw_heldout_instance
 
     inst = _draw_heldout_instance(np.random.default_rng([20245, 2]), 64, "llama-65b", 2, True, VALIDATION_CITIES, "val")
-    torch.manual_seed(1)
-    net = build_policy_network(POLICY, Padding(16, 64, 64), lookahead=False, plan=True)
-    net.set_training_mode(False)
-    env = instance_env(inst, lookahead=False, plan=True)
+    net, env = _plan_net_and_env(inst)
     with torch.inference_mode():
         candidates = first_slot_candidates(net, env, inst, 4)
         assert all(plan_from(inst, s) is None for s in candidates)
