@@ -80,6 +80,7 @@ def test_keys_failures_and_evals_ratio(tiny_reference):
     genetic_total = sum(r.evals("genetic") for r in refs.values())
     assert out["search_polish_evals_ratio"] == pytest.approx(20 * 100 / genetic_total, rel=0.05)
     assert 0 < out["decision_s_median"] <= out["decision_s_max"] and out["chain_dp_s_median"] > 0
+    assert out["decision_chain_dp_ratio"] == pytest.approx(out["decision_s_median"] / out["chain_dp_s_median"])
 
 
 def test_a_failure_enters_the_geomean_as_the_naive_placement():
