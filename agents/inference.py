@@ -19,10 +19,10 @@ A policy that reads the stage DP's plan (:mod:`agents.plan`) decides its first s
 the observation would show after that first slot), the greedy rollout starts where the plan is
 fastest, and that plan and the naive placement are candidates beside the rollout
 (:func:`planned_greedy`; where no forward plan fits at a start, the chain's reverse plan too).
-The network says which few of the ``M`` machines are worth starting
-from -- ``latency-chain-dp`` builds a chain from every one (up to 256) -- and the cost model
-judges the few plans; on the validation instances the network's own first choice had the
-fastest plan on about half of them.
+The network says which few of the ``M`` machines are worth starting from --
+``latency-chain-dp`` builds a chain from every one (up to 256) -- and the cost model judges the
+few plans; on the validation instances the network's own first choice had the fastest plan on
+about half of them.
 
 torch is imported inside the functions, so importing this module needs no torch.
 """

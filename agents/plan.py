@@ -67,8 +67,8 @@ def plan_from(
     order: NeighbourOrder | None = None,
     reverse: bool = False,
 ) -> Plan | None:
-    """The fastest memory-feasible candidate of the nearest-latency chain from ``start`` that
-    keeps layer 0 of replica 0 on ``start`` (``None`` if none fits). ``order``: a
+    """The fastest memory-feasible candidate of the nearest-latency chain from ``start`` (``None``
+    if none fits); a forward one keeps layer 0 of replica 0 on ``start``. ``order``: a
     :class:`~hulk_env.baselines.common.NeighbourOrder` shared by the plans of one instance.
 
     ``reverse``: the chain's splits from the model's last layer instead (``latency-chain-dp``'s
