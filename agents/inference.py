@@ -126,9 +126,11 @@ def rollout(
             return Rollout(np.asarray(info["placement"], dtype=np.int64), float(info["iteration_time_s"]))
 
 
-def first_slot_candidates(policy: Any, env: Any, instance: Instance, k: int) -> list[int]:
+def first_slot_candidates(policy: Any, env: Any, instance: Instance, k: int, ranker: Any = None) -> list[int]:
     """``k`` allowed first-slot machines: the network's best-scored machine of each region, best
     first, then (with fewer than ``k`` regions) its next best machines; ties to the lower index.
+    ``ranker``: a start ranker (:mod:`agents.start_ranker`) whose first-slot logits score the
+    machines instead of the policy's.
 
     One per region because the plans from machines of one city share most of their chain: on
     the validation instances 4 region-distinct starts gave faster placements than the 8 best
@@ -137,7 +139,7 @@ def first_slot_candidates(policy: Any, env: Any, instance: Instance, k: int) -> 
     import torch
 
     obs, _ = env.reset(options={"instance": instance})
-    logits, _ = masked_logits(policy, obs, env.action_masks())
+    logits, _ = masked_logits(policy if ranker is None else ranker, obs, env.action_masks())
     allowed = int(torch.isfinite(logits).sum())
     ranked = [int(i) for i in torch.argsort(logits, descending=True, stable=True)[:allowed]]
     return distinct_regions_first(ranked, [m.region for m in instance.cluster.machines], k)
@@ -154,7 +156,7 @@ def distinct_regions_first(ranked: list[int], regions: list[str], k: int) -> lis
     return (chosen + [i for i in ranked if i not in taken])[:k]
 
 
-def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int) -> list[Rollout]:
+def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int, ranker: Any = None) -> list[Rollout]:
     """The greedy rollout from the first-slot machine, among the network's ``starts`` best,
     whose plan is fastest, then that plan (see the module docstring), then the naive placement
     (the env's reward reference, already evaluated: the decision is never slower than placing
@@ -208,17 +210,19 @@ def sampled_rollouts(
     temperature: float = 1.0,
     plan: bool = False,
     starts: int = 1,
+    ranker: Any = None,
 ) -> list[Rollout]:
     """The greedy placement (with ``plan`` and ``starts > 1``: :func:`planned_greedy`'s rollout,
     plan and naive placement), then ``samples`` sampled ones (seeded by ``seed``); rollouts that did not
-    complete are left out. ``lookahead``, ``plan``: the observations the policy reads."""
+    complete are left out. ``lookahead``, ``plan``: the observations the policy reads;
+    ``ranker``: the start ranker of :func:`planned_greedy`."""
     import torch
 
     env = instance_env(instance, lookahead, plan=plan)
     generator = torch.Generator().manual_seed(int(seed))
     with torch.inference_mode(), single_thread():
         if plan and starts > 1:
-            out = planned_greedy(policy, env, instance, starts)
+            out = planned_greedy(policy, env, instance, starts, ranker)
         else:
             greedy = rollout(policy, env, instance)
             out = [] if greedy is None else [greedy]
@@ -248,8 +252,9 @@ def policy_placement(
     beat the rollouts."""
     with cost.count_evals() as counter:
         done = sampled_rollouts(
-            loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature, plan_of(loaded.meta), starts
-        )
+            loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature, plan_of(loaded.meta), starts,
+            loaded.ranker,
+        )  # fmt: skip
     if rollout_only:
         done = [r for r in done if r.source == "rollout"]
     if not done:

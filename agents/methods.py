@@ -88,7 +88,7 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
     with cost.count_evals() as counter:
         done = sampled_rollouts(
             loaded.policy, instance, lookahead_of(loaded.meta), seed, POLISH_SAMPLES, POLISH_TEMPERATURE,
-            plan_of(loaded.meta), START_CANDIDATES,
+            plan_of(loaded.meta), START_CANDIDATES, loaded.ranker,
         )  # fmt: skip
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
         chains = chain_starts(instance, starts, int(CHAIN_SHARE * total))

@@ -7,7 +7,9 @@ A policy is a directory with two files, written by :func:`save_policy`:
   max_layers, max_edges}, "num_timesteps", "weights": "weights.pt", "weights_sha256", ...}``;
 * ``weights.pt`` -- the policy network's ``state_dict`` (tensors only), saved with
   ``torch.save`` and read back with ``torch.load(weights_only=True)``, which unpickles
-  tensors and plain containers only (no classes, no code). The SHA-256 in the JSON must match.
+  tensors and plain containers only (no classes, no code). The SHA-256 in the JSON must match;
+* optionally ``start_ranker/``, a saved policy of the same kind whose first-slot logits rank the
+  greedy decision's start machines (:mod:`agents.start_ranker`), loaded with the policy.
 
 The network is rebuilt from the JSON by :func:`agents.policy.policy_class_and_kwargs` and the
 Placement-v1 observation space of the recorded padding (it only sizes SB3's bookkeeping). SB3's
@@ -106,12 +108,16 @@ class LoadedPolicy(NamedTuple):
         padding: the observation padding it was trained with.
         meta: the parsed ``policy.json``.
         directory: where it was loaded from.
+        ranker: the start ranker saved beside it (``start_ranker/``, :mod:`agents.start_ranker`:
+            a network of the same architecture whose first-slot logits rank the greedy
+            decision's start machines), or ``None``.
     """
 
     policy: Any
     padding: Padding
     meta: dict[str, Any]
     directory: Path
+    ranker: Any = None
 
 
 def _read_meta(directory: Path) -> dict[str, Any]:
@@ -207,7 +213,16 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
             source=str(weights_path),
         ) from None
     policy.set_training_mode(False)
-    return LoadedPolicy(policy, padding, meta, directory)
+    return LoadedPolicy(policy, padding, meta, directory, _load_ranker(directory))
+
+
+def _load_ranker(directory: Path) -> Any:
+    """The start ranker in ``directory/start_ranker`` (checked like any saved policy), or ``None``."""
+    from agents.start_ranker import RANKER_DIR
+
+    if not (directory / RANKER_DIR / POLICY_JSON).is_file():
+        return None
+    return load_policy(directory / RANKER_DIR).policy
 
 
 def lookahead_of(meta: dict[str, Any]) -> bool:

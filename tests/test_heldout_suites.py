@@ -1,4 +1,4 @@
-"""unseen-v0 and val-v0: held-out cities, the sizes and models the issue names, fixed draws."""
+"""unseen-v0, val-v0 and val-x-v0: held-out cities, the sizes and models the issue names, fixed draws."""
 
 from __future__ import annotations
 
@@ -59,9 +59,14 @@ def test_unseen_v0_covers_what_the_issue_names(unseen):
     assert any(i.workload.name == "gpt3-1.3b" and i.data_parallel == 4 and i.num_machines == 8 for i in tight)
 
 
-@pytest.mark.parametrize("suite, cities", [("unseen-v0", UNSEEN_CITIES), ("val-v0", VALIDATION_CITIES)])
-def test_heldout_clusters_use_only_their_cities_and_fit(suite, cities, unseen, val):
-    instances = unseen if suite == "unseen-v0" else val
+@pytest.fixture(scope="module")
+def val_x():
+    return load_suite("val-x-v0")
+
+
+@pytest.mark.parametrize("suite, cities", [("unseen-v0", UNSEEN_CITIES), ("val-v0", VALIDATION_CITIES), ("val-x-v0", VALIDATION_CITIES)])
+def test_heldout_clusters_use_only_their_cities_and_fit(suite, cities, unseen, val, val_x):
+    instances = {"unseen-v0": unseen, "val-v0": val, "val-x-v0": val_x}[suite]
     for inst in instances:
         assert set(inst.cluster.regions) <= set(cities), inst.instance_id
         assert not set(inst.cluster.regions) & set(TRAINING_CITIES)
@@ -72,6 +77,15 @@ def test_heldout_clusters_use_only_their_cities_and_fit(suite, cities, unseen, v
 def test_val_v0_is_smaller_and_disjoint_from_unseen(unseen, val):
     assert len(val) == 12 and max(i.num_machines for i in val) == 256
     assert not {instance_fingerprint(i) for i in val} & {instance_fingerprint(i) for i in unseen}
+
+
+def test_val_x_v0_has_unseen_v0s_cases_on_other_clusters(unseen, val_x):
+    """Validation at the reported suite's sizes: the same (machines, model, replicas) cases,
+    other cities, no shared instance with unseen-v0 or val-v0."""
+    assert [(i.num_machines, i.workload.name, i.data_parallel) for i in val_x] == [
+        (i.num_machines, i.workload.name, i.data_parallel) for i in unseen
+    ]
+    assert not {instance_fingerprint(i) for i in val_x} & {instance_fingerprint(i) for i in unseen}
 
 
 def test_heldout_suites_never_drift(unseen):

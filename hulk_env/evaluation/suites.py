@@ -19,6 +19,9 @@ Suites (a suite's instances never change under its name; a new design gets a new
              needs 45-90% of all memory, up to 256 machines). What agents are reported on.
 ``val-v0``   12 clusters of 8-256 machines over ``VALIDATION_CITIES``, built the same way from
              other seeds: where agents choose checkpoints and settings, never on ``unseen-v0``.
+``val-x-v0`` ``unseen-v0``'s 22 cases (8-512 machines, 9 memory-tight) drawn over
+             ``VALIDATION_CITIES`` from another seed: validation at the reported suite's sizes
+             (where the start ranker's checkpoint and the decision's settings are chosen).
 ===========  ===============================================================================
 
 Every instance of every suite is feasible: the ``naive`` placement fits in memory.
@@ -141,6 +144,7 @@ UNSEEN_V0_CASES = (
     (512, "gpt3-1.3b", 4, False), (512, "gpt3-13b", 2, False), (512, "llama-65b", 4, False),
     (512, "gpt3-175b", 4, False),
 )  # fmt: skip
+VAL_X_V0_SEED = 20246  # val-x-v0: UNSEEN_V0_CASES over the validation cities
 VAL_V0_SEED = 20244
 VAL_V0_CASES = (
     (8, "gpt3-2.7b", 2, False), (8, "gpt3-6.7b", 1, True), (16, "gpt3-2.7b", 4, True),
@@ -156,6 +160,7 @@ SUITES: dict[str, str] = {
     "paper-v0": f"the paper's 47 machines x {len(PAPER_V0_CASES)} model/D cases",
     "unseen-v0": f"{len(UNSEEN_V0_CASES)} clusters (8-512 machines) over cities outside every training pool",
     "val-v0": f"{len(VAL_V0_CASES)} clusters (8-256 machines) over the validation cities (checkpoint selection)",
+    "val-x-v0": f"{len(UNSEEN_V0_CASES)} clusters (8-512 machines) over the validation cities, unseen-v0's cases",
 }
 
 
@@ -186,6 +191,8 @@ def load_suite(name: str, hulk_data: str | Path | None = None) -> list[Instance]
         return _heldout_suite(UNSEEN_V0_CASES, UNSEEN_V0_SEED, UNSEEN_CITIES, "unseen-v0")
     if key == "val-v0":
         return _heldout_suite(VAL_V0_CASES, VAL_V0_SEED, VALIDATION_CITIES, "val-v0")
+    if key == "val-x-v0":
+        return _heldout_suite(UNSEEN_V0_CASES, VAL_X_V0_SEED, VALIDATION_CITIES, "val-x-v0")
     if key == "paper-v0":
         return _paper_v0(paper_data_dir() if hulk_data is None else Path(hulk_data))
     raise HulkInputError(f"unknown suite '{name}'; choose one of {', '.join(SUITES)}", field="suite")

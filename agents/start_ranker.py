@@ -1,0 +1,277 @@
+"""A learned ranking of the first-slot machines: from which start is the stage DP's plan fastest?
+
+The greedy decision (:func:`agents.inference.planned_greedy`) builds the stage DP's plan from a
+few first-slot machines and keeps the fastest; ``latency-chain-dp`` builds one from every
+machine (up to 256). On the validation instances the best of *all* starts' plans is within 0.3%
+of ``latency-chain-dp`` (geometric mean), while the plans from the policy's 4 best-scored starts
+are 4% behind: the policy was trained to imitate one teacher's first machine, not to rank every
+start. The ranker is trained for that ranking alone.
+
+* **Labels** (:func:`start_times`): for each allowed first-slot machine ``s`` of an instance,
+  the iteration time of the plan from ``s`` (:func:`agents.plan.plan_from`; the chain's
+  reverse split where no forward split fits, as the decision does), ``inf`` where neither fits.
+  :func:`collect_labels` draws instances of the training distribution
+  (:class:`agents.distribution.GeneralistGenerator`, training cities only) and labels them in
+  worker processes; :func:`suite_labels` labels a suite's instances (validation).
+* **Network**: a copy of the policy's network (same architecture, same observation, initialised
+  with its weights), whose logits at the first slot are the scores; nothing else of it is used.
+* **Loss** (:func:`ranking_loss`): ListNet's cross-entropy between the softmax of the allowed
+  machines' scores and the target ``softmax(-log(T_s / T_best) / tau)`` (a start 5% slower than
+  the best gets ``e^-1`` of its weight at ``tau = 0.05``; starts with no plan get none).
+* **Selection** (:func:`regret`): the epoch whose ranking loses least on validation instances
+  (neither training nor reported ones): ``log(min over its top-k starts of T / min over all
+  starts of T)``, averaged over instances and ``k`` in :data:`REGRET_KS`.
+
+Saved as a policy directory (:mod:`agents.saved_policy`: weights only) named
+:data:`RANKER_DIR` inside the policy's directory; :func:`agents.saved_policy.load_policy` loads
+it with the policy, and the decision then ranks its starts with it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hulk_env.instance import Instance
+
+RANKER_DIR = "start_ranker"  # inside a policy directory
+TAU = 0.05  # target temperature over log plan times (see the module docstring)
+REGRET_KS = (1, 2, 4)  # top-k sizes whose regrets select the checkpoint
+
+
+class StartLabels(NamedTuple):
+    """The plan time from every first-slot machine of one instance."""
+
+    instance_id: str
+    key: int | None  # the training generator's key (rebuilds the instance), None for a suite's
+    times_s: np.ndarray  # [M] seconds; inf where the machine is not allowed or no plan fits
+
+
+def start_times(instance: Instance, env: Any = None) -> np.ndarray:
+    """``[M]`` the iteration time of the plan from each allowed first-slot machine (the forward
+    plan, else the reverse one, as :func:`agents.inference.planned_greedy` takes them), ``inf``
+    where the mask forbids the machine or no plan fits. ``env``: an
+    :func:`agents.inference.instance_env` with the plan (its plan cache is reused)."""
+    from agents.inference import instance_env
+
+    env = instance_env(instance, lookahead=False, plan=True) if env is None else env
+    env.reset(options={"instance": instance})
+    allowed = np.asarray(env.action_masks(), dtype=bool)[: instance.num_machines]
+    out = np.full(instance.num_machines, np.inf)
+    for s in np.flatnonzero(allowed):
+        plan = env.plan_for(instance, int(s)) or env.plan_for(instance, int(s), reverse=True)
+        if plan is not None:
+            out[s] = plan.iteration_time_s
+    return out
+
+
+def _label_key(args: tuple[dict, int]) -> StartLabels | None:
+    from agents.distribution import GeneralistGenerator
+
+    kwargs, key = args
+    inst = GeneralistGenerator(**kwargs).instance(key)
+    return None if inst is None else StartLabels(inst.instance_id, key, start_times(inst))
+
+
+def collect_labels(
+    count: int, seed: int, workers: int = 1, generator_kwargs: dict | None = None, log: Callable[[str], None] | None = None
+) -> list[StartLabels]:
+    """Labels of ``count`` instances of the training distribution (keys drawn from ``seed``;
+    keys whose draw does not fit are skipped, so fewer may come back), in ``workers`` processes."""
+    kwargs = dict(generator_kwargs or {})
+    keys = [int(k) for k in np.random.default_rng([seed, 11]).integers(2**31, size=count)]
+    out: list[StartLabels] = []
+    started = time.perf_counter()
+    jobs = [(kwargs, k) for k in keys]
+    with ProcessPoolExecutor(max(workers, 1)) as pool:
+        for i, labels in enumerate(pool.map(_label_key, jobs) if workers > 1 else map(_label_key, jobs)):
+            if labels is not None:
+                out.append(labels)
+            if log is not None and (i + 1) % 25 == 0:
+                log(f"labelled {i + 1}/{count} instances ({time.perf_counter() - started:.0f} s)")
+    return out
+
+
+def _label_instance(instance: Instance) -> StartLabels:
+    return StartLabels(instance.instance_id, None, start_times(instance))
+
+
+def suite_labels(instances: Sequence[Instance], workers: int = 1) -> list[StartLabels]:
+    """Labels of fixed instances (a validation suite's), in ``workers`` processes."""
+    if workers <= 1:
+        return [_label_instance(inst) for inst in instances]
+    with ProcessPoolExecutor(workers) as pool:
+        return list(pool.map(_label_instance, instances))
+
+
+def labels_to_json(labels: Sequence[StartLabels]) -> list[dict]:
+    """JSON rows (``inf`` written as ``null``)."""
+    return [
+        {"instance_id": lab.instance_id, "key": lab.key, "times_s": [None if not math.isfinite(t) else float(t) for t in lab.times_s]}
+        for lab in labels
+    ]
+
+
+def labels_from_json(rows: Sequence[dict]) -> list[StartLabels]:
+    """The inverse of :func:`labels_to_json`."""
+    return [
+        StartLabels(str(r["instance_id"]), None if r["key"] is None else int(r["key"]),
+                    np.array([np.inf if t is None else float(t) for t in r["times_s"]]))
+        for r in rows
+    ]  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ the ranking
+def target_distribution(times_s: np.ndarray, tau: float = TAU) -> np.ndarray:
+    """``[M]`` the ranking target: ``softmax(-log(T_s / T_best) / tau)`` over the starts with a
+    plan, 0 elsewhere (all 0 when no start has one)."""
+    t = np.asarray(times_s, dtype=np.float64)
+    ok = np.isfinite(t)
+    out = np.zeros_like(t)
+    if ok.any():
+        w = np.exp(-(np.log(t[ok]) - np.log(t[ok].min())) / tau)
+        out[ok] = w / w.sum()
+    return out
+
+
+def ranking_loss(logits: Any, target: Any) -> Any:
+    """ListNet's cross-entropy ``-sum target * log_softmax(logits)`` over the finite logits
+    (forbidden machines carry ``-inf`` and no target)."""
+    import torch
+
+    finite = torch.isfinite(logits)
+    log_p = torch.log_softmax(logits.masked_fill(~finite, -1e9), dim=-1)
+    return -(target * log_p.masked_fill(~finite, 0.0)).sum()
+
+
+def top_starts(scores: np.ndarray, regions: Sequence[str], k: int) -> list[int]:
+    """The decision's ``k`` starts for these scores: one per region first, best first
+    (:func:`agents.inference.distinct_regions_first`); ``-inf`` scores are never taken."""
+    from agents.inference import distinct_regions_first
+
+    scores = np.asarray(scores, dtype=np.float64)
+    ranked = [int(i) for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
+    return distinct_regions_first(ranked, list(regions), k)
+
+
+def regret(scores: np.ndarray, times_s: np.ndarray, regions: Sequence[str], k: int) -> float:
+    """``log(best plan time among the top-k starts / best of all)`` (0 when the best start is
+    among them; the naive-free ``log`` of the decision's loss to trying every start). An
+    instance with no plan anywhere has no regret."""
+    t = np.asarray(times_s, dtype=np.float64)
+    if not np.isfinite(t).any():
+        return 0.0
+    chosen = t[top_starts(scores, regions, k)]
+    best = chosen.min() if len(chosen) else np.inf
+    return float(np.log(best / t.min())) if np.isfinite(best) else float(np.log(10.0))  # a miss of every plan: capped
+
+
+class RankerSample(NamedTuple):
+    """One instance's first observation and its labels, ready for the network."""
+
+    instance_id: str
+    obs: dict[str, np.ndarray]
+    mask: np.ndarray  # [M] allowed first-slot machines
+    regions: list[str]
+    times_s: np.ndarray
+
+
+def ranker_sample(instance: Instance, labels: StartLabels, plan: bool = True, lookahead: bool = False) -> RankerSample:
+    """The first observation of ``instance`` as the policy reads it, with its labels."""
+    from agents.inference import instance_env
+
+    env = instance_env(instance, lookahead, plan=plan)
+    obs, _ = env.reset(options={"instance": instance})
+    mask = np.asarray(env.action_masks(), dtype=bool)
+    return RankerSample(instance.instance_id, obs, mask, [m.region for m in instance.cluster.machines], labels.times_s)
+
+
+def start_scores(network: Any, sample_obs: dict[str, np.ndarray], mask: np.ndarray) -> Any:
+    """``[M]`` scores of the first-slot machines (``-inf`` where forbidden), with gradients when
+    enabled: the network's first-slot logits."""
+    import torch
+
+    from agents.gnn import read_observation
+
+    tensors = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)).unsqueeze(0) for k, v in sample_obs.items()}
+    logits = network.observation_logits(read_observation(tensors))[0]
+    return logits.masked_fill(~torch.from_numpy(np.asarray(mask, dtype=bool)), -torch.inf)
+
+
+def mean_regret(network: Any, samples: Sequence[RankerSample], ks: Sequence[int] = REGRET_KS) -> dict[int, float]:
+    """Mean :func:`regret` over ``samples`` for each ``k``."""
+    import torch
+
+    out = {k: 0.0 for k in ks}
+    with torch.no_grad():
+        for s in samples:
+            scores = start_scores(network, s.obs, s.mask).numpy()
+            for k in ks:
+                out[k] += regret(scores, s.times_s, s.regions, k) / max(len(samples), 1)
+    return out
+
+
+class TrainedRanker(NamedTuple):
+    network: Any  # the best epoch's network (eval mode)
+    history: list[dict]  # per epoch: loss, validation regrets
+    best_epoch: int  # 0 = the policy's own weights, before any training
+
+
+def train_ranker(
+    policy: Any,
+    train: Sequence[RankerSample],
+    validation: Sequence[RankerSample],
+    epochs: int = 20,
+    lr: float = 3e-4,
+    seed: int = 0,
+    tau: float = TAU,
+    log: Callable[[str], None] | None = None,
+) -> TrainedRanker:
+    """Fine-tune a copy of ``policy`` so that its first-slot logits rank the starts (see the
+    module docstring); the epoch with the least mean validation regret is kept (epoch 0, the
+    policy's own ranking, included, so the result is never worse on validation)."""
+    import copy
+
+    import torch
+
+    torch.manual_seed(seed)
+    net = copy.deepcopy(policy)
+    net.set_training_mode(False)  # no dropout or batch statistics in this network; eval mode throughout
+    params = [p for p in net.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=lr)
+    targets = [torch.from_numpy(target_distribution(s.times_s, tau)).float() for s in train]
+    order_rng = np.random.default_rng([seed, 3])
+
+    def score(epoch: int, loss: float) -> dict:
+        regrets = mean_regret(net, validation)
+        row = {"epoch": epoch, "train_loss": loss, **{f"val_regret_top{k}": v for k, v in regrets.items()}}
+        row["val_regret_mean"] = float(np.mean(list(regrets.values())))
+        if log is not None:
+            log(f"epoch {epoch}: loss {loss:.4f}, validation regret " + ", ".join(f"top{k} {v:.4f}" for k, v in regrets.items()))
+        return row
+
+    history = [score(0, float("nan"))]
+    best_state, best = copy.deepcopy(net.state_dict()), history[0]["val_regret_mean"]
+    best_epoch = 0
+    for epoch in range(1, epochs + 1):
+        total = 0.0
+        for i in order_rng.permutation(len(train)):
+            s = train[i]
+            if not targets[i].any():
+                continue
+            loss = ranking_loss(start_scores(net, s.obs, s.mask)[: len(s.times_s)], targets[i])
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            total += float(loss.detach()) / len(train)
+        history.append(score(epoch, total))
+        if history[-1]["val_regret_mean"] < best - 1e-9:
+            best, best_epoch, best_state = history[-1]["val_regret_mean"], epoch, copy.deepcopy(net.state_dict())
+    net.load_state_dict(best_state)
+    return TrainedRanker(net, history, best_epoch)

@@ -1,0 +1,165 @@
+"""The shipped policy's start ranker: label, train, choose on validation, ship.
+
+One command reproduces ``agents/pretrained/gnn-ppo/start_ranker/`` (seeded):
+
+    python -m experiments.start_ranker --ship
+
+1. Labels (:mod:`agents.start_ranker`): the plan time from every allowed first-slot machine of
+   ``--instances`` draws of the training distribution (training cities only), and of the
+   validation suites ``val-v0`` and ``val-x-v0`` (validation cities). Cached as JSON in
+   ``OUT`` (``--reuse`` reads them back): labelling is most of the time.
+2. Training: a copy of the shipped policy's network, its first-slot logits fine-tuned with
+   ListNet's loss for ``--epochs`` epochs; the epoch with the least validation regret is kept
+   (epoch 0 -- the policy's own ranking -- included).
+3. ``--ship``: the ranker goes into the package beside the policy, with ``TRAINING.json``.
+
+Figures and logs: ``experiments/results/gnn-ppo/start_ranker/`` (``history.csv``,
+``curves.png``, ``summary.json``). ``unseen-v0`` is never read here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from experiments.common import REPO_ROOT, prepare_out_dir, run_cli, write_run_info
+
+NAME = "start_ranker"
+RESULTS = REPO_ROOT / "experiments" / "results" / "gnn-ppo" / "start_ranker"
+COMMAND = "python -m experiments.start_ranker --ship"
+VALIDATION_SUITES = ("val-v0", "val-x-v0")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=f"python -m experiments.{NAME}", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help=f"Output directory (default runs/experiments/{NAME}).")
+    parser.add_argument("--instances", type=int, default=300, help="Training instances to label (default 300).")
+    parser.add_argument("--epochs", type=int, default=20, help="Training epochs (default 20).")
+    parser.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate (default 3e-4).")
+    parser.add_argument("--seed", type=int, default=0, help="Seed of the instance draws and the training order.")
+    parser.add_argument("--workers", type=int, default=2, help="Labelling processes (default 2).")
+    parser.add_argument("--reuse", action="store_true", help="Reuse the labels cached in OUT.")
+    parser.add_argument("--ship", action="store_true", help="Copy the ranker into agents/pretrained/gnn-ppo/start_ranker.")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="Where the figure and logs go.")
+    return parser.parse_args(argv)
+
+
+def cached_labels(path: Path, reuse: bool, make) -> list:
+    """Labels from ``path`` when reusing and present, else made and written there."""
+    from agents.start_ranker import labels_from_json, labels_to_json
+
+    if reuse and path.is_file():
+        return labels_from_json(json.loads(path.read_text(encoding="utf-8")))
+    labels = make()
+    path.write_text(json.dumps(labels_to_json(labels)) + "\n", encoding="utf-8")
+    return labels
+
+
+def curves_figure(history: list[dict[str, Any]], best_epoch: int):
+    """Training loss and validation regrets per epoch."""
+    from hulk_env.render import pyplot
+
+    plt = pyplot()
+    fig, (ax_loss, ax_val) = plt.subplots(1, 2, figsize=(10, 3.6))
+    epochs = [r["epoch"] for r in history]
+    ax_loss.plot(epochs[1:], [r["train_loss"] for r in history[1:]], "o-")
+    ax_loss.set_xlabel("epoch")
+    ax_loss.set_ylabel("ListNet cross-entropy (training)")
+    for key in [k for k in history[0] if k.startswith("val_regret_top")]:
+        ax_val.plot(epochs, [r[key] for r in history], "o-", label=key.replace("val_regret_", ""))
+    ax_val.axvline(best_epoch, color="grey", linestyle=":", label=f"kept: epoch {best_epoch}")
+    ax_val.set_xlabel("epoch (0: the policy's own logits)")
+    ax_val.set_ylabel("mean log(best top-k plan / best plan)")
+    ax_val.set_title("validation (val-v0 + val-x-v0)", fontsize=9)
+    ax_val.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """Label, train and optionally ship; returns the results directory."""
+    started = time.perf_counter()
+    args = parse_args(argv)
+    out = prepare_out_dir(args.out, NAME)
+
+    from agents.distribution import GeneralistGenerator
+    from agents.methods import PRETRAINED_DIR, pretrained_policy
+    from agents.saved_policy import lookahead_of, plan_of, save_policy
+    from agents.start_ranker import (
+        RANKER_DIR,
+        collect_labels,
+        ranker_sample,
+        suite_labels,
+        train_ranker,
+    )
+    from hulk_env.evaluation.suites import load_suite
+    from hulk_env.feasibility import Padding
+    from hulk_env.render import save_figure
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    t0 = time.perf_counter()
+    train_labels = cached_labels(
+        out / "train_labels.json", args.reuse, lambda: collect_labels(args.instances, args.seed, args.workers, log=log)
+    )
+    validation = [inst for suite in VALIDATION_SUITES for inst in load_suite(suite)]
+    val_labels = cached_labels(out / "val_labels.json", args.reuse, lambda: suite_labels(validation, args.workers))
+    labelling_s = time.perf_counter() - t0
+    log(f"labels: {len(train_labels)} training, {len(val_labels)} validation instances ({labelling_s:.0f} s)")
+
+    loaded = pretrained_policy()
+    look, plan = lookahead_of(loaded.meta), plan_of(loaded.meta)
+    generator = GeneralistGenerator()
+    train = [ranker_sample(generator.instance(lab.key), lab, plan, look) for lab in train_labels]
+    val = [ranker_sample(inst, lab, plan, look) for inst, lab in zip(validation, val_labels, strict=True)]
+    t0 = time.perf_counter()
+    trained = train_ranker(loaded.policy, train, val, epochs=args.epochs, lr=args.lr, seed=args.seed, log=log)
+    training_s = time.perf_counter() - t0
+
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    with open(results / "history.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(trained.history[0]))
+        writer.writeheader()
+        writer.writerows(trained.history)
+    save_figure(curves_figure(trained.history, trained.best_epoch), results / "curves.png")
+    summary = {
+        "command": COMMAND,
+        "training_instances": len(train),
+        "validation_instances": len(val),
+        "validation_suites": list(VALIDATION_SUITES),
+        "epochs": args.epochs,
+        "lr": args.lr,
+        "seed": args.seed,
+        "best_epoch": trained.best_epoch,
+        "validation_at_best": trained.history[trained.best_epoch],
+        "validation_before": trained.history[0],
+        "labelling_s": round(labelling_s, 1),
+        "training_s": round(training_s, 1),
+    }
+    (results / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    saved = save_policy(
+        trained.network, out / RANKER_DIR, policy_config=loaded.meta["policy"],
+        padding=Padding(**loaded.meta["padding"]), lookahead=look, plan=plan,
+    )  # fmt: skip
+    (saved / "TRAINING.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if args.ship:
+        target = PRETRAINED_DIR / RANKER_DIR
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("weights.pt", "TRAINING.json", "policy.json"):  # policy.json last: complete weights first
+            shutil.copyfile(saved / name, target / name)
+    write_run_info(results, NAME, argv if argv is not None else [], vars(args) | {"out": str(out), "results": str(results)}, started)
+    return results
+
+
+if __name__ == "__main__":
+    import sys
+
+    run_cli(main, sys.argv[1:])
