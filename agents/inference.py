@@ -29,6 +29,7 @@ torch is imported inside the functions, so importing this module needs no torch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -50,6 +51,13 @@ from hulk_env.instance import Instance
 # (1.2x on the clusters of up to 32 machines); measured afterwards on unseen-v0 it gave the same
 # gaps at 1.55x the median decision time and was withdrawn: 4 is the earlier validation choice.
 START_CANDIDATES = 4
+# Then this many more starts in the region of the fastest plan (choose_starts). Chosen on the
+# plan times from every start of 286 training and 34 validation instances (val-v0, val-x-v0;
+# never unseen-v0), ratio of the best chosen start's plan to the best of all starts' (geometric
+# mean, validation / training): 4 starts 1.058 / 1.054; 6 starts 1.056 / 1.043; 8 starts
+# 1.054 / 1.036; 4 + 1 more in the best region 1.054 / 1.046; 4 + 2: 1.043 / 1.041 (5.9 / 5.5
+# plans); 4 + 4: 1.043 / 1.034 (7.6 / 6.7 plans). ``python -m experiments.start_ranker`` prints it.
+REFINE_STARTS = 2
 
 
 def instance_env(instance: Instance, lookahead: bool, shape: bool = False, plan: bool = False) -> Any:
@@ -126,6 +134,17 @@ def rollout(
             return Rollout(np.asarray(info["placement"], dtype=np.int64), float(info["iteration_time_s"]))
 
 
+def ranked_first_slots(policy: Any, env: Any, instance: Instance) -> list[int]:
+    """The allowed first-slot machines, best-scored first by ``policy``'s first-slot logits (a
+    policy's, or a start ranker's: :mod:`agents.start_ranker`); ties to the lower index."""
+    import torch
+
+    obs, _ = env.reset(options={"instance": instance})
+    logits, _ = masked_logits(policy, obs, env.action_masks())
+    allowed = int(torch.isfinite(logits).sum())
+    return [int(i) for i in torch.argsort(logits, descending=True, stable=True)[:allowed]]
+
+
 def first_slot_candidates(policy: Any, env: Any, instance: Instance, k: int, ranker: Any = None) -> list[int]:
     """``k`` allowed first-slot machines: the network's best-scored machine of each region, best
     first, then (with fewer than ``k`` regions) its next best machines; ties to the lower index.
@@ -136,12 +155,7 @@ def first_slot_candidates(policy: Any, env: Any, instance: Instance, k: int, ran
     the validation instances 4 region-distinct starts gave faster placements than the 8 best
     scored (1.069 against 1.081 of ``latency-chain-dp``'s time, geometric mean) in 0.6x the time.
     """
-    import torch
-
-    obs, _ = env.reset(options={"instance": instance})
-    logits, _ = masked_logits(policy if ranker is None else ranker, obs, env.action_masks())
-    allowed = int(torch.isfinite(logits).sum())
-    ranked = [int(i) for i in torch.argsort(logits, descending=True, stable=True)[:allowed]]
+    ranked = ranked_first_slots(policy if ranker is None else ranker, env, instance)
     return distinct_regions_first(ranked, [m.region for m in instance.cluster.machines], k)
 
 
@@ -156,16 +170,49 @@ def distinct_regions_first(ranked: list[int], regions: list[str], k: int) -> lis
     return (chosen + [i for i in ranked if i not in taken])[:k]
 
 
-def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int, ranker: Any = None) -> list[Rollout]:
-    """The greedy rollout from the first-slot machine, among the network's ``starts`` best,
-    whose plan is fastest, then that plan (see the module docstring), then the naive placement
-    (the env's reward reference, already evaluated: the decision is never slower than placing
-    without optimisation, as ``latency-chain-dp`` falls back to it). At a start where no
-    forward plan fits, the chain's reverse plan (:func:`agents.plan.plan_from` with
+def refine_in_region(ranked: list[int], regions: list[str], times_s: dict[int, float], count: int) -> list[int]:
+    """The ``count`` best-ranked machines not yet tried in the region of the fastest plan so far
+    (``times_s``: start -> plan time, ``inf`` for none; ties to the earlier start). None when no
+    start has a plan."""
+    finite = {s: t for s, t in times_s.items() if np.isfinite(t)}
+    if not finite or count <= 0:
+        return []
+    region = regions[min(finite, key=finite.__getitem__)]
+    return [i for i in ranked if regions[i] == region and i not in times_s][:count]
+
+
+def choose_starts(ranked: list[int], regions: list[str], starts: int, refine: int, time_of: Any) -> list[int]:
+    """The greedy decision's start machines: ``starts`` of ``ranked``, one per region first
+    (:func:`distinct_regions_first`), then ``refine`` more in the region whose start's plan was
+    fastest (:func:`refine_in_region`). ``time_of(start)``: that start's plan time (``inf`` for
+    none), called once per start in this order.
+
+    Why the second round: the plans from one city's machines differ (their chains visit the
+    city's machines, then the next city's, in another order), and once the first round has
+    found the city, its other machines are the likeliest to beat its first one.
+    """
+    first = distinct_regions_first(ranked, regions, starts)
+    times = {s: float(time_of(s)) for s in first}
+    return first + refine_in_region(ranked, regions, times, refine)
+
+
+def planned_greedy(
+    policy: Any, env: Any, instance: Instance, starts: int, ranker: Any = None, refine: int = REFINE_STARTS
+) -> list[Rollout]:
+    """The greedy rollout from the first-slot machine, among :func:`choose_starts`' (the
+    network's ``starts`` best, one per region first, then ``refine`` more in the region of the
+    fastest plan), whose plan is fastest (see the module docstring), then that plan, then the
+    naive placement (the env's reward reference, already evaluated: the decision is never slower
+    than placing without optimisation, as ``latency-chain-dp`` falls back to it). At a start
+    where no forward plan fits, the chain's reverse plan (:func:`agents.plan.plan_from` with
     ``reverse``) is a candidate too, before the naive one. ``env``: an :func:`instance_env` with
-    the plan. Without any forward plan that fits, the rollout starts where the network prefers."""
-    candidates = first_slot_candidates(policy, env, instance, starts)
-    forward = {s: env.plan_for(instance, s) for s in candidates}
+    the plan; ``ranker``: a start ranker that scores the starts instead of the policy
+    (:func:`first_slot_candidates`). Without any forward plan that fits, the rollout starts
+    where the network prefers."""
+    ranked = ranked_first_slots(policy if ranker is None else ranker, env, instance)
+    regions = [m.region for m in instance.cluster.machines]
+    candidates = choose_starts(ranked, regions, starts, refine, lambda s: _plan_time(env, instance, s))
+    forward = {s: env.plan_for(instance, s) for s in candidates}  # cached by _plan_time
     plans = [(s, p) for s, p in forward.items() if p is not None]
     # Where no forward split of a start's chain fits (memory-tight instances), its reverse split
     # may: a candidate only, the observation keeps the forward plans the policy was trained on.
@@ -182,6 +229,12 @@ def planned_greedy(policy: Any, env: Any, instance: Instance, starts: int, ranke
     static = env.unwrapped.state.static
     naive = Rollout(np.asarray(static.reference_placement, dtype=np.int64), float(static.reference_time_s), "naive")
     return out + [naive]
+
+
+def _plan_time(env: Any, instance: Instance, start: int) -> float:
+    """The plan time from ``start`` as the decision ranks starts: forward, else reverse, else inf."""
+    plan = env.plan_for(instance, start) or env.plan_for(instance, start, reverse=True)
+    return math.inf if plan is None else plan.iteration_time_s
 
 
 @contextmanager
@@ -211,18 +264,19 @@ def sampled_rollouts(
     plan: bool = False,
     starts: int = 1,
     ranker: Any = None,
+    refine: int = REFINE_STARTS,
 ) -> list[Rollout]:
     """The greedy placement (with ``plan`` and ``starts > 1``: :func:`planned_greedy`'s rollout,
     plan and naive placement), then ``samples`` sampled ones (seeded by ``seed``); rollouts that did not
     complete are left out. ``lookahead``, ``plan``: the observations the policy reads;
-    ``ranker``: the start ranker of :func:`planned_greedy`."""
+    ``ranker``, ``refine``: those of :func:`planned_greedy`."""
     import torch
 
     env = instance_env(instance, lookahead, plan=plan)
     generator = torch.Generator().manual_seed(int(seed))
     with torch.inference_mode(), single_thread():
         if plan and starts > 1:
-            out = planned_greedy(policy, env, instance, starts, ranker)
+            out = planned_greedy(policy, env, instance, starts, ranker, refine)
         else:
             greedy = rollout(policy, env, instance)
             out = [] if greedy is None else [greedy]
@@ -242,18 +296,20 @@ def policy_placement(
     temperature: float = 1.0,
     starts: int = START_CANDIDATES,
     rollout_only: bool = False,
+    refine: int = REFINE_STARTS,
 ) -> PlacementResult:
     """Place ``instance`` with a loaded policy: the greedy rollout (for a policy that reads the
     plan, from the best of its ``starts`` first-slot choices, its plan and the naive placement
     candidates too), plus the best of ``samples`` rollouts sampled at ``temperature`` when
-    ``samples > 0`` (seeded by ``seed``), the cost model choosing. ``rollout_only``: keep the
+    ``samples > 0`` (seeded by ``seed``), the cost model choosing. ``refine``: the decision's
+    second-round starts (:func:`choose_starts`). ``rollout_only``: keep the
     policy's own rollouts only (to measure the network alone). ``cost_evals`` counts every
     cost-model evaluation made on the way; ``reason`` says when a plan or the naive placement
     beat the rollouts."""
     with cost.count_evals() as counter:
         done = sampled_rollouts(
             loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature, plan_of(loaded.meta), starts,
-            loaded.ranker,
+            loaded.ranker, refine,
         )  # fmt: skip
     if rollout_only:
         done = [r for r in done if r.source == "rollout"]

@@ -33,6 +33,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -101,12 +102,31 @@ def _label_instance(instance: Instance) -> StartLabels:
     return StartLabels(instance.instance_id, None, start_times(instance))
 
 
-def suite_labels(instances: Sequence[Instance], workers: int = 1) -> list[StartLabels]:
-    """Labels of fixed instances (a validation suite's), in ``workers`` processes."""
+@lru_cache(maxsize=4)
+def _suite(name: str) -> list[Instance]:
+    from hulk_env.evaluation.suites import load_suite
+
+    return load_suite(name)
+
+
+def _label_suite_instance(args: tuple[str, int]) -> StartLabels:
+    name, index = args
+    return _label_instance(_suite(name)[index])
+
+
+def instance_labels(instances: Sequence[Instance]) -> list[StartLabels]:
+    """Labels of given instances, in this process."""
+    return [_label_instance(inst) for inst in instances]
+
+
+def suite_labels(suite: str, workers: int = 1) -> list[StartLabels]:
+    """Labels of a suite's instances (a validation suite's), in ``workers`` processes (each
+    rebuilds the suite: instances are not sent between processes)."""
+    jobs = [(suite, i) for i in range(len(_suite(suite)))]
     if workers <= 1:
-        return [_label_instance(inst) for inst in instances]
+        return [_label_suite_instance(j) for j in jobs]
     with ProcessPoolExecutor(workers) as pool:
-        return list(pool.map(_label_instance, instances))
+        return list(pool.map(_label_suite_instance, jobs))
 
 
 def labels_to_json(labels: Sequence[StartLabels]) -> list[dict]:
@@ -149,24 +169,26 @@ def ranking_loss(logits: Any, target: Any) -> Any:
     return -(target * log_p.masked_fill(~finite, 0.0)).sum()
 
 
-def top_starts(scores: np.ndarray, regions: Sequence[str], k: int) -> list[int]:
-    """The decision's ``k`` starts for these scores: one per region first, best first
-    (:func:`agents.inference.distinct_regions_first`); ``-inf`` scores are never taken."""
-    from agents.inference import distinct_regions_first
+def top_starts(scores: np.ndarray, regions: Sequence[str], k: int, refine: int = 0, times_s: np.ndarray | None = None) -> list[int]:
+    """The decision's starts for these scores (:func:`agents.inference.choose_starts`): ``k``
+    best, one per region first, then ``refine`` more in the region of the fastest of their plans
+    (``times_s``); ``-inf`` scores are never taken."""
+    from agents.inference import choose_starts
 
     scores = np.asarray(scores, dtype=np.float64)
     ranked = [int(i) for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
-    return distinct_regions_first(ranked, list(regions), k)
+    times = np.full(len(scores), np.inf) if times_s is None else np.asarray(times_s, dtype=np.float64)
+    return choose_starts(ranked, list(regions), k, refine if times_s is not None else 0, times.__getitem__)
 
 
-def regret(scores: np.ndarray, times_s: np.ndarray, regions: Sequence[str], k: int) -> float:
-    """``log(best plan time among the top-k starts / best of all)`` (0 when the best start is
-    among them; the naive-free ``log`` of the decision's loss to trying every start). An
-    instance with no plan anywhere has no regret."""
+def regret(scores: np.ndarray, times_s: np.ndarray, regions: Sequence[str], k: int, refine: int = 0) -> float:
+    """``log(best plan time among the decision's starts / best of all)`` for ``k`` starts and
+    ``refine`` more (:func:`top_starts`): 0 when the best start is among them, the ``log`` of
+    the decision's loss to trying every start. An instance with no plan anywhere has no regret."""
     t = np.asarray(times_s, dtype=np.float64)
     if not np.isfinite(t).any():
         return 0.0
-    chosen = t[top_starts(scores, regions, k)]
+    chosen = t[top_starts(scores, regions, k, refine, t)]
     best = chosen.min() if len(chosen) else np.inf
     return float(np.log(best / t.min())) if np.isfinite(best) else float(np.log(10.0))  # a miss of every plan: capped
 

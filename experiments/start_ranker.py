@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> Path:
         out / "train_labels.json", args.reuse, lambda: collect_labels(args.instances, args.seed, args.workers, log=log)
     )
     validation = [inst for suite in VALIDATION_SUITES for inst in load_suite(suite)]
-    val_labels = cached_labels(out / "val_labels.json", args.reuse, lambda: suite_labels(validation, args.workers))
+    val_labels = cached_labels(
+        out / "val_labels.json", args.reuse, lambda: [lab for suite in VALIDATION_SUITES for lab in suite_labels(suite, args.workers)]
+    )
     labelling_s = time.perf_counter() - t0
     log(f"labels: {len(train_labels)} training, {len(val_labels)} validation instances ({labelling_s:.0f} s)")
 

@@ -178,13 +178,16 @@ def test_a_saved_plan_policy_loads_and_places_with_its_plan(tmp_path):
 @pytest.mark.parametrize("d", [1, 2])
 def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
     """The greedy decision of a plan policy: the network ranks the first slot's machines, the
-    plans from its best few are built, the rollout starts where the plan is fastest, and that
-    plan and the naive placement are candidates beside the rollout."""
+    plans from its best few (one per region first, then 2 more in the region of the fastest)
+    are built, the rollout starts where the plan is fastest, and that plan and the naive
+    placement are candidates beside the rollout."""
     from agents.inference import (
+        REFINE_STARTS,
         distinct_regions_first,
         first_slot_candidates,
         masked_logits,
         planned_greedy,
+        refine_in_region,
         rollout,
     )
 
@@ -200,6 +203,11 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
         regions = [m.region for m in inst.cluster.machines]
         assert candidates == distinct_regions_first(ranked, regions, 4) and candidates[0] == ranked[0]
         plans = {s: plan_from(inst, s) for s in candidates}
+        times = {s: np.inf if p is None else p.iteration_time_s for s, p in plans.items()}
+        more = refine_in_region(ranked, regions, times, REFINE_STARTS)
+        assert more and all(regions[s] == regions[min(times, key=times.get)] for s in more)
+        plans |= {s: plan_from(inst, s) for s in more}
+        candidates = candidates + more
         fastest = min((p.iteration_time_s for p in plans.values() if p is not None), default=np.inf)
         done = planned_greedy(net, env, inst, 4)
         assert done[0].placement[0, 0] in candidates  # the rollout starts on a candidate...
@@ -228,7 +236,7 @@ def test_where_no_forward_plan_fits_the_reverse_plans_are_candidates():
         assert all(plan_from(inst, s) is None for s in candidates)
         reverse = [p for s in candidates if (p := plan_from(inst, s, reverse=True)) is not None]
         assert reverse  # the test instance's point: some candidate's chain fits reversed
-        done = planned_greedy(net, env, inst, 4)
+        done = planned_greedy(net, env, inst, 4, refine=0)
     plans = [r for r in done if r.source == "plan"]
     assert [r.iteration_time_s for r in plans] == [p.iteration_time_s for p in reverse]
     for r in plans:

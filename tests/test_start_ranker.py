@@ -15,6 +15,7 @@ from agents.plan import plan_from
 from agents.saved_policy import build_policy_network, load_policy, save_policy
 from agents.start_ranker import (
     RANKER_DIR,
+    instance_labels,
     labels_from_json,
     labels_to_json,
     ranker_sample,
@@ -65,8 +66,18 @@ def test_labels_are_each_starts_plan_time_and_inf_where_forbidden():
         expected = plan.iteration_time_s if allowed[s] and plan is not None else math.inf
         assert times[s] == pytest.approx(expected, rel=1e-12), s
     assert np.isfinite(times).any()
-    again = labels_from_json(labels_to_json(suite_labels([inst])))[0]
+    again = labels_from_json(labels_to_json(instance_labels([inst])))[0]
     np.testing.assert_array_equal(again.times_s, times)  # JSON round trip, inf included
+
+
+def test_suite_labels_in_worker_processes_are_those_of_this_process():
+    from hulk_env.evaluation import load_suite
+
+    here = instance_labels(load_suite("tiny-v0")[:4])
+    there = suite_labels("tiny-v0", workers=2)[:4]
+    assert [lab.instance_id for lab in there] == [lab.instance_id for lab in here]
+    for a, b in zip(here, there, strict=True):
+        np.testing.assert_array_equal(a.times_s, b.times_s)
 
 
 def test_target_puts_most_weight_on_the_fastest_start_and_none_on_starts_without_a_plan():
@@ -98,7 +109,7 @@ def test_training_teaches_the_network_to_rank_the_starts():
     ListNet loss on their labels put a fastest start first on most of them, and the kept epoch
     is never worse on validation than the policy's own logits (epoch 0)."""
     insts = [_instance(seed, d=1 + seed % 2) for seed in range(10, 16)]
-    samples = [ranker_sample(inst, lab) for inst, lab in zip(insts, suite_labels(insts), strict=True)]
+    samples = [ranker_sample(inst, lab) for inst, lab in zip(insts, instance_labels(insts), strict=True)]
     net = _net()
     before = np.mean([regret(start_scores(net, s.obs, s.mask).detach().numpy(), s.times_s, s.regions, 1) for s in samples])
     trained = train_ranker(net, samples, samples, epochs=25, lr=3e-3, seed=0)
@@ -140,9 +151,20 @@ def test_a_ranker_saved_beside_the_policy_loads_with_it_and_picks_the_decisions_
     assert load_policy(policy_dir).ranker is None
 
 
-def test_the_shipped_policy_comes_with_its_start_ranker():
-    from agents.methods import PRETRAINED_DIR
+def test_the_second_round_of_starts_stays_in_the_region_of_the_fastest_plan():
+    from agents.inference import choose_starts, refine_in_region
 
-    loaded = load_policy(PRETRAINED_DIR)
-    assert loaded.ranker is not None
-    assert (PRETRAINED_DIR / RANKER_DIR / "TRAINING.json").is_file()
+    regions = ["a", "a", "b", "b", "a", "c", "b"]
+    ranked = [0, 2, 5, 1, 3, 4, 6]  # the network's order
+    times = {0: 2.0, 2: 1.5, 5: math.inf}
+    assert refine_in_region(ranked, regions, times, 2) == [3, 6]  # b's plan was fastest: b's next best
+    assert refine_in_region(ranked, regions, {0: 1.0, 2: 1.0}, 1) == [1]  # ties: the earlier start's region
+    assert refine_in_region(ranked, regions, {0: math.inf}, 2) == []  # no plan anywhere: nothing to refine
+    asked = []
+    chosen = choose_starts(ranked, regions, 2, 2, lambda s: asked.append(s) or {0: 2.0, 2: 1.5}[s])
+    assert asked == [0, 2] and chosen == [0, 2, 3, 6]
+    # the regret of a setting is that of its chosen starts
+    scores = -np.argsort(ranked).astype(float)  # scores that rank the machines as ``ranked``
+    t = np.array([2.0, 1.9, 1.5, 1.2, 3.0, 4.0, 1.3])
+    assert regret(scores, t, regions, 2) == pytest.approx(math.log(1.5 / 1.2))
+    assert regret(scores, t, regions, 2, refine=1) == 0.0
