@@ -15,8 +15,9 @@ with :func:`hulk_env.cost.count_evals`.
 
 A policy that reads the stage DP's plan (:mod:`agents.plan`) decides its first slot among its
 ``starts`` best-scored machines of distinct regions (:data:`START_CANDIDATES`,
-:func:`first_slot_candidates`): the plan from each is built (what
-the observation would show after that first slot), the greedy rollout starts where the plan is
+:func:`first_slot_candidates`) and then its :data:`REFINE_STARTS` next best in the region of the
+fastest of their plans (:func:`choose_starts`): the plan from each is built (what the
+observation would show after that first slot), the greedy rollout starts where the plan is
 fastest, and that plan and the naive placement are candidates beside the rollout
 (:func:`planned_greedy`; where no forward plan fits at a start, the chain's reverse plan too).
 The network says which few of the ``M`` machines are worth starting from --
@@ -55,8 +56,9 @@ START_CANDIDATES = 4
 # plan times from every start of 286 training and 34 validation instances (val-v0, val-x-v0;
 # never unseen-v0), ratio of the best chosen start's plan to the best of all starts' (geometric
 # mean, validation / training): 4 starts 1.058 / 1.054; 6 starts 1.056 / 1.043; 8 starts
-# 1.054 / 1.036; 4 + 1 more in the best region 1.054 / 1.046; 4 + 2: 1.043 / 1.041 (5.9 / 5.5
-# plans); 4 + 4: 1.043 / 1.034 (7.6 / 6.7 plans). ``python -m experiments.start_ranker`` prints it.
+# 1.054 / 1.036; 12 starts 1.004 / 1.018 (11.3 / 10.4 plans); 4 + 1 more in the best region
+# 1.054 / 1.046; 4 + 2: 1.043 / 1.041 (5.9 / 5.5 plans); 4 + 4: 1.043 / 1.034 (7.6 / 6.7
+# plans). ``python -m experiments.start_ranker`` writes the table (settings.csv).
 REFINE_STARTS = 2
 
 

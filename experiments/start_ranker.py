@@ -1,20 +1,25 @@
-"""The shipped policy's start ranker: label, train, choose on validation, ship.
+"""Where the shipped policy's decision should start: every start's plan, the settings, a ranker.
 
-One command reproduces ``agents/pretrained/gnn-ppo/start_ranker/`` (seeded):
-
-    python -m experiments.start_ranker --ship
+    python -m experiments.start_ranker            # label, compare start settings, train a ranker
+    python -m experiments.start_ranker --ship     # ... and ship the ranker if it beat the policy
 
 1. Labels (:mod:`agents.start_ranker`): the plan time from every allowed first-slot machine of
    ``--instances`` draws of the training distribution (training cities only), and of the
    validation suites ``val-v0`` and ``val-x-v0`` (validation cities). Cached as JSON in
    ``OUT`` (``--reuse`` reads them back): labelling is most of the time.
-2. Training: a copy of the shipped policy's network, its first-slot logits fine-tuned with
-   ListNet's loss for ``--epochs`` epochs; the epoch with the least validation regret is kept
-   (epoch 0 -- the policy's own ranking -- included).
-3. ``--ship``: the ranker goes into the package beside the policy, with ``TRAINING.json``.
+2. Start settings (``settings.csv``): for the policy's own first-slot ranking, how far the
+   best plan among the decision's starts is from the best of every start's (geometric mean of
+   the ratio), for several first-round counts and second rounds in the best region
+   (:func:`agents.inference.choose_starts`), on training and validation labels. What chose
+   :data:`agents.inference.REFINE_STARTS`.
+3. A ranker: a copy of the shipped policy's network, its first-slot logits fine-tuned with
+   ListNet's loss for ``--epochs`` epochs; the epoch with the least validation regret of the
+   decision's starts is kept (epoch 0 -- the policy's own ranking -- included).
+4. ``--ship``: the ranker goes into the package beside the policy, with ``TRAINING.json`` --
+   only when a trained epoch beat the policy's own ranking on validation (so far none has).
 
-Figures and logs: ``experiments/results/gnn-ppo/start_ranker/`` (``history.csv``,
-``curves.png``, ``summary.json``). ``unseen-v0`` is never read here.
+Figures and logs: ``experiments/results/gnn-ppo/start_ranker/`` (``settings.csv``,
+``history.csv``, ``curves.png``, ``summary.json``). ``unseen-v0`` is never read here.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ NAME = "start_ranker"
 RESULTS = REPO_ROOT / "experiments" / "results" / "gnn-ppo" / "start_ranker"
 COMMAND = "python -m experiments.start_ranker --ship"
 VALIDATION_SUITES = ("val-v0", "val-x-v0")
+# (first-round starts, second-round starts in the best region) compared in settings.csv
+SETTINGS = ((4, 0), (6, 0), (8, 0), (12, 0), (4, 1), (4, 2), (4, 4), (6, 2))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -61,6 +68,29 @@ def cached_labels(path: Path, reuse: bool, make) -> list:
     return labels
 
 
+def settings_rows(network, samples_by_set: dict[str, list]) -> list[dict[str, Any]]:
+    """Per start setting and label set: the geometric-mean ratio of the best chosen start's plan
+    to the best of every start's, and the mean number of starts (plans) it builds."""
+    import math
+
+    import numpy as np
+    import torch
+
+    from agents.start_ranker import regret, start_scores, top_starts
+
+    rows = []
+    for name, samples in samples_by_set.items():
+        with torch.no_grad():
+            scored = [(start_scores(network, s.obs, s.mask).numpy(), s) for s in samples]
+        for k, refine in SETTINGS:
+            regrets = [regret(sc, s.times_s, s.regions, k, refine) for sc, s in scored]
+            plans = [len(top_starts(sc, s.regions, k, refine, s.times_s)) for sc, s in scored]
+            rows.append({"labels": name, "starts": k, "refine": refine, "instances": len(samples),
+                         "ratio_to_every_start_geomean": round(math.exp(float(np.mean(regrets))), 4),
+                         "plans_mean": round(float(np.mean(plans)), 2)})  # fmt: skip
+    return rows
+
+
 def curves_figure(history: list[dict[str, Any]], best_epoch: int):
     """Training loss and validation regrets per epoch."""
     from hulk_env.render import pyplot
@@ -71,7 +101,7 @@ def curves_figure(history: list[dict[str, Any]], best_epoch: int):
     ax_loss.plot(epochs[1:], [r["train_loss"] for r in history[1:]], "o-")
     ax_loss.set_xlabel("epoch")
     ax_loss.set_ylabel("ListNet cross-entropy (training)")
-    for key in [k for k in history[0] if k.startswith("val_regret_top")]:
+    for key in [k for k in history[0] if k.startswith("val_regret_")]:
         ax_val.plot(epochs, [r[key] for r in history], "o-", label=key.replace("val_regret_", ""))
     ax_val.axvline(best_epoch, color="grey", linestyle=":", label=f"kept: epoch {best_epoch}")
     ax_val.set_xlabel("epoch (0: the policy's own logits)")
@@ -121,12 +151,21 @@ def main(argv: list[str] | None = None) -> Path:
     generator = GeneralistGenerator()
     train = [ranker_sample(generator.instance(lab.key), lab, plan, look) for lab in train_labels]
     val = [ranker_sample(inst, lab, plan, look) for inst, lab in zip(validation, val_labels, strict=True)]
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    settings = settings_rows(loaded.policy, {"training": train, "validation": val})
+    with open(results / "settings.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(settings[0]))
+        writer.writeheader()
+        writer.writerows(settings)
+    for row in settings:
+        log(f"{row['labels']}: {row['starts']} starts + {row['refine']} in the best region: "
+            f"{row['ratio_to_every_start_geomean']:.4f} of every start's best, {row['plans_mean']:.1f} plans")  # fmt: skip
+
     t0 = time.perf_counter()
     trained = train_ranker(loaded.policy, train, val, epochs=args.epochs, lr=args.lr, seed=args.seed, log=log)
     training_s = time.perf_counter() - t0
 
-    results = Path(args.results)
-    results.mkdir(parents=True, exist_ok=True)
     with open(results / "history.csv", "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(trained.history[0]))
         writer.writeheader()
@@ -141,6 +180,7 @@ def main(argv: list[str] | None = None) -> Path:
         "lr": args.lr,
         "seed": args.seed,
         "best_epoch": trained.best_epoch,
+        "shipped": bool(args.ship and trained.best_epoch > 0),
         "validation_at_best": trained.history[trained.best_epoch],
         "validation_before": trained.history[0],
         "labelling_s": round(labelling_s, 1),
@@ -152,7 +192,9 @@ def main(argv: list[str] | None = None) -> Path:
         padding=Padding(**loaded.meta["padding"]), lookahead=look, plan=plan,
     )  # fmt: skip
     (saved / "TRAINING.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    if args.ship:
+    if args.ship and trained.best_epoch == 0:
+        log("not shipped: no trained epoch beat the policy's own start ranking on validation")
+    elif args.ship:
         target = PRETRAINED_DIR / RANKER_DIR
         target.mkdir(parents=True, exist_ok=True)
         for name in ("weights.pt", "TRAINING.json", "policy.json"):  # policy.json last: complete weights first

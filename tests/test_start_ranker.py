@@ -116,7 +116,7 @@ def test_training_teaches_the_network_to_rank_the_starts():
     after = [regret(start_scores(trained.network, s.obs, s.mask).detach().numpy(), s.times_s, s.regions, 1) for s in samples]
     assert before > 0.01  # the test's point: chance ranking misses the best start
     assert np.mean(after) < 0.5 * before
-    assert trained.history[trained.best_epoch]["val_regret_mean"] <= trained.history[0]["val_regret_mean"]
+    assert trained.history[trained.best_epoch]["val_regret_decision"] <= trained.history[0]["val_regret_decision"]
     assert trained.history[-1]["train_loss"] < trained.history[1]["train_loss"]
     # the policy it was copied from is untouched
     for a, b in zip(net.state_dict().values(), _net().state_dict().values(), strict=True):
