@@ -25,8 +25,9 @@ start. The ranker is trained for that ranking alone.
 
 Measured (``python -m experiments.start_ranker``, 286 training and 34 validation instances):
 fine-tuning the policy's network this way did not beat its own ranking on validation -- the
-training regret hardly moved (top-1 0.196 -> ~0.15, top-4 flat) and the validation regret rose
-(top-4 0.056 -> 0.05-0.11), with the whole network or its head alone, ListNet's loss or the
+training regret hardly moved (top-1 0.196 -> ~0.15, top-4 flat), the validation regret of the
+decision's starts moved by noise only (best epoch 0.0412 against 0.0423) and the top-4 regret
+rose (0.056 -> 0.05-0.11), with the whole network or its head alone, ListNet's loss or the
 log-probability of the starts within 1% of the best: the first-slot features do not show what
 makes one start's chain better than its neighbour's. So no ranker ships; the labels chose the
 decision's second round of starts instead (:data:`agents.inference.REFINE_STARTS`).
