@@ -44,6 +44,7 @@ POLICY_FORMAT = "hulk-policy/1"
 ENV_ID_V0 = "hulk/Placement-v0"  # policies of the dense observation (Placement-v0, [M, M] link matrices): refused with a clear line
 POLICY_JSON = "policy.json"
 WEIGHTS_FILE = "weights.pt"
+RANKER_DIR = "start_ranker"  # an optional start ranker inside a policy directory (agents.start_ranker)
 
 
 # ------------------------------------------------------------------------------ save / load
@@ -218,8 +219,6 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
 
 def _load_ranker(directory: Path) -> Any:
     """The start ranker in ``directory/start_ranker`` (checked like any saved policy), or ``None``."""
-    from agents.start_ranker import RANKER_DIR
-
     if not (directory / RANKER_DIR / POLICY_JSON).is_file():
         return None
     return load_policy(directory / RANKER_DIR).policy

@@ -33,7 +33,7 @@ makes one start's chain better than its neighbour's. So no ranker ships; the lab
 decision's second round of starts instead (:data:`agents.inference.REFINE_STARTS`).
 
 Saved as a policy directory (:mod:`agents.saved_policy`: weights only) named
-:data:`RANKER_DIR` inside the policy's directory; :func:`agents.saved_policy.load_policy` loads
+:data:`agents.saved_policy.RANKER_DIR` inside the policy's directory; :func:`agents.saved_policy.load_policy` loads
 it with the policy, and the decision then ranks its starts with it.
 """
 
@@ -50,7 +50,6 @@ import numpy as np
 
 from hulk_env.instance import Instance
 
-RANKER_DIR = "start_ranker"  # inside a policy directory
 TAU = 0.05  # target temperature over log plan times (see the module docstring)
 # Start settings (first-round starts, second-round starts in the best region) whose validation
 # regrets are recorded; the checkpoint is chosen on the decision's own (agents.inference).

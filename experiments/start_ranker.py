@@ -124,10 +124,9 @@ def main(argv: list[str] | None = None) -> Path:
 
     from agents.distribution import GeneralistGenerator
     from agents.methods import PRETRAINED_DIR, pretrained_policy
-    from agents.saved_policy import lookahead_of, plan_of, save_policy
+    from agents.saved_policy import RANKER_DIR, lookahead_of, plan_of, save_policy
     from agents.start_ranker import (
-        RANKER_DIR,
-        collect_labels,
+            collect_labels,
         ranker_sample,
         suite_labels,
         train_ranker,
