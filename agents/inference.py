@@ -174,7 +174,7 @@ def distinct_regions_first(ranked: list[int], regions: list[str], k: int) -> lis
 
 def refine_in_region(ranked: list[int], regions: list[str], times_s: dict[int, float], count: int) -> list[int]:
     """The ``count`` best-ranked machines not yet tried in the region of the fastest plan so far
-    (``times_s``: start -> plan time, ``inf`` for none; ties to the earlier start). None when no
+    (``times_s``: start -> plan time, ``inf`` for none; ties to the earlier start); none when no
     start has a plan."""
     finite = {s: t for s, t in times_s.items() if np.isfinite(t)}
     if not finite or count <= 0:
