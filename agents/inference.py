@@ -213,8 +213,8 @@ def planned_greedy(
     where the network prefers."""
     ranked = ranked_first_slots(policy if ranker is None else ranker, env, instance)
     regions = [m.region for m in instance.cluster.machines]
-    candidates = choose_starts(ranked, regions, starts, refine, lambda s: _plan_time(env, instance, s))
-    forward = {s: env.plan_for(instance, s) for s in candidates}  # cached by _plan_time
+    candidates = choose_starts(ranked, regions, starts, refine, lambda s: plan_time(env, instance, s))
+    forward = {s: env.plan_for(instance, s) for s in candidates}  # cached by plan_time
     plans = [(s, p) for s, p in forward.items() if p is not None]
     # Where no forward split of a start's chain fits (memory-tight instances), its reverse split
     # may: a candidate only, the observation keeps the forward plans the policy was trained on.
@@ -233,8 +233,9 @@ def planned_greedy(
     return out + [naive]
 
 
-def _plan_time(env: Any, instance: Instance, start: int) -> float:
-    """The plan time from ``start`` as the decision ranks starts: forward, else reverse, else inf."""
+def plan_time(env: Any, instance: Instance, start: int) -> float:
+    """The plan time from ``start`` as the decision ranks starts: forward, else reverse, else inf
+    (``env``: an :func:`instance_env` with the plan, whose cache keeps both plans)."""
     plan = env.plan_for(instance, start) or env.plan_for(instance, start, reverse=True)
     return math.inf if plan is None else plan.iteration_time_s
 

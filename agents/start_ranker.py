@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -65,21 +65,28 @@ class StartLabels(NamedTuple):
 
 
 def start_times(instance: Instance, env: Any = None) -> np.ndarray:
-    """``[M]`` the iteration time of the plan from each allowed first-slot machine (the forward
-    plan, else the reverse one, as :func:`agents.inference.planned_greedy` takes them), ``inf``
-    where the mask forbids the machine or no plan fits. ``env``: an
+    """``[M]`` the iteration time of the plan from each allowed first-slot machine
+    (:func:`agents.inference.plan_time`: forward, else reverse, as the decision ranks starts),
+    ``inf`` where the mask forbids the machine or no plan fits. ``env``: an
     :func:`agents.inference.instance_env` with the plan (its plan cache is reused)."""
-    from agents.inference import instance_env
+    from agents.inference import instance_env, plan_time
 
     env = instance_env(instance, lookahead=False, plan=True) if env is None else env
     env.reset(options={"instance": instance})
     allowed = np.asarray(env.action_masks(), dtype=bool)[: instance.num_machines]
     out = np.full(instance.num_machines, np.inf)
     for s in np.flatnonzero(allowed):
-        plan = env.plan_for(instance, int(s)) or env.plan_for(instance, int(s), reverse=True)
-        if plan is not None:
-            out[s] = plan.iteration_time_s
+        out[s] = plan_time(env, instance, int(s))
     return out
+
+
+def _in_workers(fn: Callable, jobs: list, workers: int) -> Iterator:
+    """``fn`` over ``jobs`` in order: in this process, or in ``workers`` processes."""
+    if workers <= 1:
+        yield from map(fn, jobs)
+        return
+    with ProcessPoolExecutor(workers) as pool:
+        yield from pool.map(fn, jobs)
 
 
 def _label_key(args: tuple[dict, int]) -> StartLabels | None:
@@ -99,13 +106,11 @@ def collect_labels(
     keys = [int(k) for k in np.random.default_rng([seed, 11]).integers(2**31, size=count)]
     out: list[StartLabels] = []
     started = time.perf_counter()
-    jobs = [(kwargs, k) for k in keys]
-    with ProcessPoolExecutor(max(workers, 1)) as pool:
-        for i, labels in enumerate(pool.map(_label_key, jobs) if workers > 1 else map(_label_key, jobs)):
-            if labels is not None:
-                out.append(labels)
-            if log is not None and (i + 1) % 25 == 0:
-                log(f"labelled {i + 1}/{count} instances ({time.perf_counter() - started:.0f} s)")
+    for i, labels in enumerate(_in_workers(_label_key, [(kwargs, k) for k in keys], workers)):
+        if labels is not None:
+            out.append(labels)
+        if log is not None and (i + 1) % 25 == 0:
+            log(f"labelled {i + 1}/{count} instances ({time.perf_counter() - started:.0f} s)")
     return out
 
 
@@ -133,11 +138,7 @@ def instance_labels(instances: Sequence[Instance]) -> list[StartLabels]:
 def suite_labels(suite: str, workers: int = 1) -> list[StartLabels]:
     """Labels of a suite's instances (a validation suite's), in ``workers`` processes (each
     rebuilds the suite: instances are not sent between processes)."""
-    jobs = [(suite, i) for i in range(len(_suite(suite)))]
-    if workers <= 1:
-        return [_label_suite_instance(j) for j in jobs]
-    with ProcessPoolExecutor(workers) as pool:
-        return list(pool.map(_label_suite_instance, jobs))
+    return list(_in_workers(_label_suite_instance, [(suite, i) for i in range(len(_suite(suite)))], workers))
 
 
 def labels_to_json(labels: Sequence[StartLabels]) -> list[dict]:
@@ -226,14 +227,10 @@ def ranker_sample(instance: Instance, labels: StartLabels, plan: bool = True, lo
 
 def start_scores(network: Any, sample_obs: dict[str, np.ndarray], mask: np.ndarray) -> Any:
     """``[M]`` scores of the first-slot machines (``-inf`` where forbidden), with gradients when
-    enabled: the network's first-slot logits."""
-    import torch
+    enabled: the network's first-slot logits (:func:`agents.inference.masked_logits`)."""
+    from agents.inference import masked_logits
 
-    from agents.gnn import read_observation
-
-    tensors = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)).unsqueeze(0) for k, v in sample_obs.items()}
-    logits = network.observation_logits(read_observation(tensors))[0]
-    return logits.masked_fill(~torch.from_numpy(np.asarray(mask, dtype=bool)), -torch.inf)
+    return masked_logits(network, sample_obs, mask)[0]
 
 
 def mean_regret(network: Any, samples: Sequence[RankerSample], settings: dict[str, tuple[int, int]] | None = None) -> dict[str, float]:
