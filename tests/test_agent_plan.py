@@ -8,7 +8,7 @@ import torch
 from gymnasium.utils.env_checker import check_env
 
 from agents.imitation import Demonstration, expert_action
-from agents.inference import instance_env, sampled_rollouts, single_thread
+from agents.inference import instance_env, rollout, sampled_rollouts, single_thread
 from agents.plan import PLAN_KEY, better_of_plan, plan_from
 from agents.saved_policy import build_policy_network
 from hulk_env import cost
@@ -273,3 +273,58 @@ def test_policy_placement_counts_every_candidates_plan(tmp_path):
     own = plan_from(inst, int(one.placement[0, 0]))  # the network's first choice's plan
     assert many.cost_evals > one.cost_evals  # the other candidates' plans are counted
     assert _time(inst, many.placement) <= own.iteration_time_s * (1 + 1e-12)
+
+
+class _Follower:
+    """A stand-in policy that follows the shown plan except, with ``leave_every``, every that many
+    slots it takes the highest-index allowed machine: scores as ``observation_logits`` does,
+    counting the observations and passes it was asked about."""
+
+    def __init__(self, leave_every: int = 0) -> None:
+        self.leave_every, self.passes, self.observations = leave_every, 0, 0
+
+    def observation_logits(self, read):
+        self.passes += 1
+        self.observations += read.plan.shape[0]
+        if not self.leave_every:
+            return read.plan.clone()
+        leave = (read.cursor % self.leave_every == self.leave_every - 1).unsqueeze(1)
+        last = torch.arange(read.plan.shape[1], dtype=torch.float32).expand_as(read.plan)
+        return torch.where(leave, last, read.plan)
+
+
+def _step_by_step(policy, env, inst, first):
+    """The greedy rollout one observation at a time (the batched path switched off)."""
+    from agents import inference
+
+    batched = inference.plan_ahead
+    inference.plan_ahead = lambda env, policy: None
+    try:
+        return inference.rollout(policy, env, inst, first=first)
+    finally:
+        inference.plan_ahead = batched
+
+
+@pytest.mark.parametrize(("suite", "index"), [("val-v0", 1), ("val-x-v0", 1), ("hard-v0", 2)])
+def test_the_batched_greedy_rollout_is_the_step_by_step_one(suite, index):
+    """greedy_along_plan guesses that the network follows the plan, scores the guessed slots in
+    one pass and rewinds the env where it does not: the placement is the step-by-step one,
+    whether the policy follows the plan (a real network, untrained, mostly does not; a follower
+    does; one that leaves it every third slot, mid-guess), and a follower needs a few
+    passes, not one per slot. Plans over 4-20 machines; D = 1, 4 and memory-tight D = 4."""
+    from hulk_env.evaluation import load_suite
+
+    inst = load_suite(suite)[index]
+    net, env = _plan_net_and_env(inst)
+    slots = inst.workload.data_parallel * inst.num_layers
+    with torch.inference_mode():
+        for policy in (net, _Follower(), _Follower(leave_every=3)):
+            for first in (0, inst.num_machines - 1):
+                batched = rollout(policy, env, inst, first=first)
+                alone = _step_by_step(policy, env, inst, first)
+                assert np.array_equal(batched.placement, alone.placement)
+                assert batched.iteration_time_s == alone.iteration_time_s
+        follower = _Follower()
+        placed = rollout(follower, env, inst, first=0)
+        assert np.array_equal(placed.placement, plan_from(inst, 0).placement)
+        assert follower.passes <= 2 + int(np.log2(slots)) and follower.observations >= slots - 1

@@ -181,6 +181,39 @@ def test_dense_reward_returns_the_terminal_value():
     assert abs(total - r) < 1e-9
 
 
+@pytest.mark.parametrize("reward", ["terminal", "dense"])
+def test_restoring_a_snapshot_replays_the_same_episode(reward):
+    """A snapshot is the episode at that step: restoring it gives the same observation and mask,
+    the same actions then give the same observations, rewards and placement (memory-tight D = 4,
+    so the witness repairs in between), and stepping after a restore leaves the snapshot as it was."""
+    inst = load_suite("unseen-v0")[5]
+    env = PlacementEnvV1(generator=InstanceListGenerator((inst,)), reward=reward)
+    rng = np.random.default_rng(2)
+    obs, _ = env.reset()
+    half = inst.num_layers * inst.workload.data_parallel // 2
+    trail, done = [], False
+    while not done:
+        if env.state.t == half:
+            snap, at_snap = env.snapshot(), obs
+        a = uniform(env, obs, rng)
+        obs, r, done, _, info = env.step(a)
+        if env.state.t > half:
+            trail.append((a, obs, r))
+    for _ in range(2):  # a snapshot stays valid after the episode it was restored into moves on
+        again = env.restore(snap)
+        for key in at_snap:
+            np.testing.assert_array_equal(again[key], at_snap[key])
+        np.testing.assert_array_equal(env.action_masks(), at_snap["action_mask"] > 0)
+        for a, seen, r in trail:
+            obs, r2, done2, _, info2 = env.step(a)
+            for key in seen:
+                np.testing.assert_array_equal(obs[key], seen[key])
+            assert r2 == r
+        assert done2 and info2["placement"] == info["placement"]
+    with pytest.raises(HulkInputError, match="snapshot"):
+        env.restore(at_snap)
+
+
 # ---- features -------------------------------------------------------------------------------------------
 
 

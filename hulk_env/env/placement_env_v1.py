@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium import spaces
@@ -20,6 +21,7 @@ from hulk_env.env.state import observation
 from hulk_env.env.state_v1 import (
     EpisodeStateV1,
     apply_v1,
+    clone_state_v1,
     fallback_machine_v1,
     new_state_v1,
     update_mask_v1,
@@ -29,6 +31,13 @@ from hulk_env.instance import Instance
 from hulk_env.validation import limits
 
 ENV_ID_V1 = "hulk/Placement-v1"
+
+
+class Snapshot(NamedTuple):
+    """An episode at one step (:meth:`PlacementEnvV1.snapshot`): its state and the reward's."""
+
+    state: EpisodeStateV1
+    reward_fn: Any
 
 
 class PlacementEnvV1(PlacementEnv):
@@ -131,6 +140,23 @@ class PlacementEnvV1(PlacementEnv):
                     "smaller instances (fewer machines, or a coarser model: layers_per_block)",
                     field=label,
                 )
+
+    def snapshot(self) -> Snapshot:
+        """The episode as it is now, to come back to with :meth:`restore` (a copy: stepping on
+        does not change it). For search over placements (try a move, undo it) and speculative
+        rollouts; wrappers' own state is not included."""
+        if self._state is None:
+            raise RuntimeError("call reset() before snapshot()")
+        return Snapshot(clone_state_v1(self._state), copy.copy(self.reward_fn))
+
+    def restore(self, snapshot: Snapshot) -> dict[str, np.ndarray]:
+        """Return to a :meth:`snapshot` of this env (it stays valid: restore it again at will)
+        and give that step's observation; the next ``step`` continues from there."""
+        if not isinstance(snapshot, Snapshot):
+            raise HulkInputError(f"restore() takes a snapshot() of this env, got {type(snapshot).__name__}")
+        self._state = clone_state_v1(snapshot.state)
+        self.reward_fn = copy.copy(snapshot.reward_fn)
+        return self._observation()
 
     def _observation_space(self) -> spaces.Dict:
         return observation_space_v1(self.max_machines, self.max_layers, self.max_edges, self.num_neighbours)

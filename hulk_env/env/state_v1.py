@@ -8,14 +8,14 @@ stash count or a replica changes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from hulk_env.completion import Witness
 from hulk_env.env.observation import GLOBAL_INDEX, StaticParts
 from hulk_env.env.observation_v1 import MACHINE_INDEX_V1, StaticPartsV1
-from hulk_env.env.state import EpisodeArrays, advance, predecessor_machine, working_arrays
+from hulk_env.env.state import EpisodeArrays, advance, flat_views, predecessor_machine, working_arrays
 
 M_FREE, M_LOAD, M_HELD = MACHINE_INDEX_V1["free_memory"], MACHINE_INDEX_V1["load"], MACHINE_INDEX_V1["layers_held"]
 M_IN_REPLICA = MACHINE_INDEX_V1["in_replica"]
@@ -89,6 +89,23 @@ def new_state_v1(static: StaticPartsV1, max_machines: int) -> EpisodeStateV1:
     s.globals_[G_STASH] = s.witness.k / base.num_micro_batches
     s.witness_machine = int(s.witness.placement[0, 0])  # its column is set in the static features
     return s
+
+
+def clone_state_v1(s: EpisodeStateV1) -> EpisodeStateV1:
+    """An independent copy of an episode (its arrays, lists and witness copied; the static parts
+    shared, they never change): what :meth:`hulk_env.env.PlacementEnvV1.snapshot` keeps."""
+    arrays = {k: getattr(s, k).copy() for k in ("machine_features", "layer_features", "layer_machine", "globals_", "cursor")}
+    placement = s.placement.copy()
+    mask = s.mask.copy()
+    m = s.static.num_machines
+    out = replace(
+        s, witness=s.witness.clone(), mask=mask, real_mask=mask[:m], load_s=list(s.load_s), held=list(s.held),
+        replica_machines=list(s.replica_machines), in_replica=list(s.in_replica), placement=placement,
+        views=flat_views(*arrays.values(), placement), **arrays,
+    )  # fmt: skip
+    out.pred_links = out.machine_features[:m, M_PRED : M_PRED + 2]  # views, as in new_state_v1
+    out.ring_links = out.machine_features[:m, M_RING : M_RING + 2]
+    return out
 
 
 def update_mask_v1(s: EpisodeStateV1) -> None:
