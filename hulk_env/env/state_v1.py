@@ -15,7 +15,13 @@ import numpy as np
 from hulk_env.completion import Witness
 from hulk_env.env.observation import GLOBAL_INDEX, StaticParts
 from hulk_env.env.observation_v1 import MACHINE_INDEX_V1, StaticPartsV1
-from hulk_env.env.state import EpisodeArrays, advance, flat_views, predecessor_machine, working_arrays
+from hulk_env.env.state import (
+    EpisodeArrays,
+    advance,
+    flat_views,
+    predecessor_machine,
+    working_arrays,
+)
 
 M_FREE, M_LOAD, M_HELD = MACHINE_INDEX_V1["free_memory"], MACHINE_INDEX_V1["load"], MACHINE_INDEX_V1["layers_held"]
 M_IN_REPLICA = MACHINE_INDEX_V1["in_replica"]
