@@ -307,7 +307,7 @@ def _solve(
     # Infeasible spans are inf in both, so the inf threshold cannot admit them. [K, T, k, i]:
     # each span's t_sum where its t_max is within each threshold, for all stages at once.
     cost_sum = np.where(np.isfinite(cost_max), tsum, np.inf)
-    masked = np.where(cost_max[:, None] <= thr[None, :, None, None], cost_sum[:, None], np.inf)
+    limits = thr[:, None, None]
     total = np.full((t_len, n1), np.inf)  # best sum of t_sum for the first i layers
     total[:, 0] = 0.0
     bottleneck = np.zeros((t_len, n1))  # the max t_max along that best path
@@ -317,10 +317,17 @@ def _solve(
     first_s = np.empty((k_len, t_len))  # P and B of the whole model on j + 1 stages
     bottleneck_s = np.empty((k_len, t_len))
     for j in range(k_len):
-        cand = masked[j]
-        cand += total[:, :, None]  # [T, k, i]
-        arg = cand.argmin(axis=1)  # [T, i]
-        total = cand[rows, arg, cols]
+        # Every stage holds a layer, so stage j starts at layer k >= j and ends at i >= j + 1:
+        # only that corner of the [k, i] table can be reached (a third of it when K ~ L).
+        span_max, span_sum = cost_max[j, j:, j + 1 :], cost_sum[j, j:, j + 1 :]
+        cand = np.where(span_max <= limits, span_sum, np.inf)  # [T, k - j, i - j - 1]
+        cand += total[:, j:, None]
+        best = cand.argmin(axis=1)  # [T, i - j - 1]
+        reached = np.full((t_len, n1), np.inf)
+        reached[:, j + 1 :] = cand[rows, best, cols[:, : n - j]]
+        arg = np.zeros((t_len, n1), dtype=np.int64)  # 0 where nothing is reached, as argmin of all-inf
+        arg[:, j + 1 :] = np.where(np.isfinite(reached[:, j + 1 :]), best + j, 0)
+        total = reached
         bottleneck = np.maximum(bottleneck[rows, arg], cost_max[j][arg, cols])
         args.append(arg)
         first_s[j], bottleneck_s[j] = total[:, n], bottleneck[:, n]
