@@ -25,6 +25,10 @@ The network says which few of the ``M`` machines are worth starting from --
 few plans; on the validation instances the network's own first choice had the fastest plan on
 about half of them.
 
+A greedy rollout with the plan shown is checked in batches (:func:`greedy_along_plan`): the
+network's choices for the plan's next slots are scored in one pass and the env rewound where it
+leaves the plan -- the same placement as step by step, in a fraction of the passes.
+
 torch is imported inside the functions, so importing this module needs no torch.
 """
 
