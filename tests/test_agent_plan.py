@@ -305,13 +305,13 @@ def _step_by_step(policy, env, inst, first):
         inference.plan_ahead = batched
 
 
-@pytest.mark.parametrize(("suite", "index"), [("val-v0", 1), ("val-x-v0", 1), ("hard-v0", 2)])
+@pytest.mark.parametrize(("suite", "index"), [("val-x-v0", 1), ("hard-v0", 2)])
 def test_the_batched_greedy_rollout_is_the_step_by_step_one(suite, index):
     """greedy_along_plan guesses that the network follows the plan, scores the guessed slots in
     one pass and rewinds the env where it does not: the placement is the step-by-step one,
     whether the policy follows the plan (a real network, untrained, mostly does not; a follower
     does; one that leaves it every third slot, mid-guess), and a follower needs a few
-    passes, not one per slot. Plans over 4-20 machines; D = 1, 4 and memory-tight D = 4."""
+    passes, not one per slot. Plans over 4 and 20 machines; D = 4 and memory-tight D = 4."""
     from hulk_env.evaluation import load_suite
 
     inst = load_suite(suite)[index]
