@@ -91,17 +91,27 @@ def masked_logits(policy: Any, obs: dict[str, np.ndarray], mask: np.ndarray, sta
     parts are reused: see :func:`agents.gnn.read_observation`)."""
     import torch
 
-    from agents.gnn import read_observation
-
     forbidden = ~torch.from_numpy(np.asarray(mask, dtype=bool))
     if not hasattr(policy, "observation_logits"):  # a plain SB3 policy (the ablations' MLP)
         with torch.no_grad():
             logits = policy.get_distribution(policy.obs_to_tensor(obs)[0]).distribution.logits[0]
         return logits.masked_fill(forbidden, -torch.inf), static
-    tensors = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)).unsqueeze(0) for k, v in obs.items()}
+    logits, read = network_logits(policy, [obs], forbidden.unsqueeze(0), static)
+    return logits[0], read
+
+
+def network_logits(policy: Any, observations: list[dict[str, np.ndarray]], forbidden: Any, static: Any = None) -> tuple[Any, Any]:
+    """``([B, M] logits, the read observation)`` of ``B`` observations of one episode in one
+    forward pass of a policy with ``observation_logits``, ``-inf`` where ``forbidden [B, M]``;
+    ``static``: a read observation of the same episode and batch size whose per-instance parts
+    are reused."""
+    import torch
+
+    from agents.gnn import read_observation
+
+    tensors = {k: torch.from_numpy(np.stack([o[k] for o in observations]).astype(np.float32, copy=False)) for k in observations[0]}
     read = read_observation(tensors, static)
-    logits = policy.observation_logits(read)[0]
-    return logits.masked_fill(forbidden, -torch.inf), read
+    return policy.observation_logits(read).masked_fill(forbidden, -torch.inf), read
 
 
 class Rollout(NamedTuple):
@@ -131,8 +141,8 @@ def rollout(
     obs, _ = env.reset(options={"instance": instance})
     static = None
     while True:
-        if temperature is None and plan_ahead(env, policy) is not None:
-            return greedy_along_plan(policy, env, obs)
+        if temperature is None and (plan := plan_ahead(env, policy)) is not None:
+            return greedy_along_plan(policy, env, obs, plan)
         logits, static = masked_logits(policy, obs, env.action_masks(), static)
         if first is not None:
             action, first = int(first), None
@@ -157,20 +167,17 @@ def plan_ahead(env: Any, policy: Any) -> np.ndarray | None:
 
 
 def batch_logits(policy: Any, observations: list[dict[str, np.ndarray]], masks: list[np.ndarray], statics: dict) -> Any:
-    """``[B, M]`` masked logits of ``B`` observations of one episode in one forward pass
-    (``statics``: batch size -> the read static parts, filled on first use)."""
+    """:func:`network_logits` of ``observations`` under their ``masks`` (``statics``: batch size
+    -> the read static parts, filled on first use)."""
     import torch
 
-    from agents.gnn import read_observation
-
-    tensors = {k: torch.from_numpy(np.stack([o[k] for o in observations]).astype(np.float32, copy=False)) for k in observations[0]}
-    read = read_observation(tensors, statics.get(len(observations)))
-    statics.setdefault(len(observations), read)
     forbidden = ~torch.from_numpy(np.stack(masks).astype(bool, copy=False))
-    return policy.observation_logits(read).masked_fill(forbidden, -torch.inf)
+    logits, read = network_logits(policy, observations, forbidden, statics.get(len(observations)))
+    statics.setdefault(len(observations), read)
+    return logits
 
 
-def greedy_along_plan(policy: Any, env: Any, obs: dict[str, np.ndarray]) -> Rollout | None:
+def greedy_along_plan(policy: Any, env: Any, obs: dict[str, np.ndarray], plan: np.ndarray) -> Rollout | None:
     """The rest of a greedy episode, the same as step by step but checked in batches: guess that
     the network follows the plan for the next ``w`` slots, step the env along the plan to get
     those observations, score them in one forward pass, and keep the steps up to the first slot
@@ -182,12 +189,12 @@ def greedy_along_plan(policy: Any, env: Any, obs: dict[str, np.ndarray]) -> Roll
     one over one, while an env step costs 1/40 of a pass on 8-64 machines (1/5 on 512; more on
     memory-tight instances, whose steps re-plan the witness). ``w`` doubles after every
     guess that held and starts again at 1 after one that did not, up to
-    :data:`SPECULATION_CELLS` machines x observations per pass.
+    :data:`SPECULATION_CELLS` machines x observations per pass. ``plan``: the flat plan
+    (:func:`plan_ahead`).
     """
     import torch
 
     base = env.unwrapped
-    plan = plan_ahead(env, policy)
     statics: dict = {}
     width = 1
     while True:
