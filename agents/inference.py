@@ -13,17 +13,16 @@ keeps the best of the greedy and ``samples`` sampled rollouts, and counts every 
 evaluation it causes (the env's reference and final evaluations, the lookahead's, the plans')
 with :func:`hulk_env.cost.count_evals`.
 
-A policy that reads the stage DP's plan (:mod:`agents.plan`) decides its first slot among its
-``starts`` best-scored machines of distinct regions (:data:`START_CANDIDATES`,
-:func:`first_slot_candidates`) and then its :data:`REFINE_STARTS` next best in the region of the
-fastest of their plans (:func:`choose_starts`): the plan from each is built (what the
-observation would show after that first slot), the greedy rollout starts where the plan is
-fastest, and that plan and the naive placement are candidates beside the rollout
+A policy that reads the stage DP's plan (:mod:`agents.plan`) decides its first slot among a few
+start machines (:func:`choose_starts`): its :data:`START_CANDIDATES` best-scored machines of
+distinct regions (:func:`first_slot_candidates`), then the :data:`BOUND_STARTS` best by a cheap
+bound on what a plan from there can achieve (:mod:`agents.start_bound`): the plan from each is
+built (what the observation would show after that first slot), the greedy rollout starts where
+the plan is fastest, and that plan and the naive placement are candidates beside the rollout
 (:func:`planned_greedy`; where no forward plan fits at a start, the chain's reverse plan too).
-The network says which few of the ``M`` machines are worth starting from --
+The network and the bound say which few of the ``M`` machines are worth starting from --
 ``latency-chain-dp`` builds a chain from every one (up to 256) -- and the cost model judges the
-few plans; on the validation instances the network's own first choice had the fastest plan on
-about half of them.
+few plans.
 
 A greedy rollout with the plan shown is checked in batches (:func:`greedy_along_plan`): the
 network's choices for the plan's next slots are scored in one pass and the env rewound where it
@@ -35,35 +34,37 @@ torch is imported inside the functions, so importing this module needs no torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from agents.saved_policy import LoadedPolicy, lookahead_of, plan_of
+from agents.start_bound import bound_ranked
 from hulk_env import cost
 from hulk_env.baselines import PlacementResult
 from hulk_env.generators import InstanceListGenerator
 from hulk_env.instance import Instance
 
-# First-slot machines whose plans the greedy decision compares (see the module docstring);
-# chosen on the validation instances (val-v0 and 12 extra validation-city cases), never
-# unseen-v0: ratio to latency-chain-dp's time (geometric mean) and median decision time, with
-# one start per region first -- 4: 1.069, 0.17 s (1.059 with the reverse plans); 6: 1.064,
-# 0.21 s; 8: 1.051, 0.25 s (the 8 best-scored, any region: 1.081, 0.28 s). A later try,
-# 256 / M starts (every machine of a cluster of up to 16), gave 1.039 with the median 4% up
-# (1.2x on the clusters of up to 32 machines); measured afterwards on unseen-v0 it gave the same
-# gaps at 1.55x the median decision time and was withdrawn: 4 is the earlier validation choice.
-START_CANDIDATES = 4
-# Then this many more starts in the region of the fastest plan (choose_starts). Chosen on the
-# plan times from every start of 286 training and 34 validation instances (val-v0, val-x-v0;
-# never unseen-v0), ratio of the best chosen start's plan to the best of all starts' (geometric
-# mean, validation / training): 4 starts 1.058 / 1.054; 6 starts 1.056 / 1.043; 8 starts
-# 1.054 / 1.036; 12 starts 1.004 / 1.018 (11.3 / 10.4 plans); 4 + 1 more in the best region
-# 1.054 / 1.046; 4 + 2: 1.043 / 1.041 (5.9 / 5.5 plans); 4 + 4: 1.043 / 1.034 (7.6 / 6.7
-# plans). ``python -m experiments.start_ranker`` writes the table (settings.csv).
-REFINE_STARTS = 2
+# The greedy decision's starts (choose_starts): the network's START_CANDIDATES best first-slot
+# machines, one per region first, then the BOUND_STARTS best by the bottleneck bound
+# (agents.start_bound) not among them, then REFINE_STARTS more in the region of the fastest plan.
+# Chosen on the plan times from every start of the 34 validation instances (val-v0, val-x-v0;
+# never unseen-v0), checked on 286 training draws: ratio of the best chosen start's plan to the
+# best of every start's (geometric mean, validation / training) and plans built --
+# network 4 + 2 more in the best region (the setting before the bound): 1.043 / 1.041, 5.9;
+# network 6: 1.056 / 1.043; bound 6 (one per region first): 1.026 / 1.057; network 3 + bound 3:
+# 1.022 / 1.029, 6.0; network 2 + bound 4: 1.022 / 1.035; network 4 + bound 2: 1.046 / 1.028;
+# network 3 + bound 3 + 2 in the best region: 1.022 / 1.024, 7.7; network 4 + bound 4 (one per
+# region first): 1.011 / 1.025, 8.0. Network 3 + bound 3: the best at no more plans than before.
+# ``python -m experiments.start_ranker`` writes the table (settings.csv). Earlier, without the
+# bound: 4 region-first starts against 8 best-scored of any region, 1.069 against 1.081 of
+# latency-chain-dp's time in 0.6x the time; every machine's plan on clusters of up to 16
+# machines (256 / M starts) gave 1.039 at 1.2x the time there.
+START_CANDIDATES = 3
+BOUND_STARTS = 3
+REFINE_STARTS = 0
 
 # Machines x observations scored in one forward pass by greedy_along_plan: per observation, a
 # pass of 8 costs 0.52x one of 1 on 512 machines (16: 0.63x), of 32 on 64 machines 0.20x, of 64
@@ -268,27 +269,41 @@ def refine_in_region(ranked: list[int], regions: list[str], times_s: dict[int, f
     return [i for i in ranked if regions[i] == region and i not in times_s][:count]
 
 
-def choose_starts(ranked: list[int], regions: list[str], starts: int, refine: int, time_of: Any) -> list[int]:
+def choose_starts(
+    ranked: list[int], regions: list[str], starts: int, refine: int, time_of: Any, bounded: Sequence[int] = (), bound_starts: int = 0
+) -> list[int]:
     """The greedy decision's start machines: ``starts`` of ``ranked``, one per region first
-    (:func:`distinct_regions_first`), then ``refine`` more in the region whose start's plan was
-    fastest (:func:`refine_in_region`). ``time_of(start)``: that start's plan time (``inf`` for
-    none), called once per start in this order.
+    (:func:`distinct_regions_first`), then the first ``bound_starts`` of ``bounded`` (the
+    machines by their bottleneck bound, :func:`agents.start_bound.bound_ranked`) not among
+    them, then ``refine`` more in the region whose start's plan was fastest
+    (:func:`refine_in_region`). ``time_of(start)``: that start's plan time (``inf`` for none),
+    called once per start in this order.
 
-    Why the second round: the plans from one city's machines differ (their chains visit the
-    city's machines, then the next city's, in another order), and once the first round has
-    found the city, its other machines are the likeliest to beat its first one.
+    Why two rankings: the network's first-slot scores and the bound miss different starts. The
+    network rates machines by their own and their neighbours' features and misses where a
+    whole chain's capacity decides (a region's few large GPUs); the bound sees capacity and
+    bandwidth, not latency or sync. Why the second round: the plans from one city's machines
+    differ (their chains visit the city's machines, then the next city's, in another order).
     """
     first = distinct_regions_first(ranked, regions, starts)
+    first += [s for s in bounded if s not in first][:bound_starts]
     times = {s: float(time_of(s)) for s in first}
     return first + refine_in_region(ranked, regions, times, refine)
 
 
 def planned_greedy(
-    policy: Any, env: Any, instance: Instance, starts: int, ranker: Any = None, refine: int = REFINE_STARTS
+    policy: Any,
+    env: Any,
+    instance: Instance,
+    starts: int,
+    ranker: Any = None,
+    refine: int = REFINE_STARTS,
+    bound_starts: int = BOUND_STARTS,
 ) -> list[Rollout]:
     """The greedy rollout from the first-slot machine, among :func:`choose_starts`' (the
-    network's ``starts`` best, one per region first, then ``refine`` more in the region of the
-    fastest plan), whose plan is fastest (see the module docstring), then that plan, then the
+    network's ``starts`` best, one per region first, then the ``bound_starts`` best by the
+    bottleneck bound, then ``refine`` more in the region of the fastest plan), whose plan is
+    fastest (see the module docstring), then that plan, then the
     naive placement (the env's reward reference, already evaluated: the decision is never slower
     than placing without optimisation, as ``latency-chain-dp`` falls back to it). At a start
     where no forward plan fits, the chain's reverse plan (:func:`agents.plan.plan_from` with
@@ -298,7 +313,8 @@ def planned_greedy(
     where the network prefers."""
     ranked = ranked_first_slots(policy if ranker is None else ranker, env, instance)
     regions = [m.region for m in instance.cluster.machines]
-    candidates = choose_starts(ranked, regions, starts, refine, lambda s: plan_time(env, instance, s))
+    bounded = bound_ranked(instance, ranked) if bound_starts > 0 else []
+    candidates = choose_starts(ranked, regions, starts, refine, lambda s: plan_time(env, instance, s), bounded, bound_starts)
     forward = {s: env.plan_for(instance, s) for s in candidates}  # cached by plan_time
     plans = [(s, p) for s, p in forward.items() if p is not None]
     # Where no forward split of a start's chain fits (memory-tight instances), its reverse split

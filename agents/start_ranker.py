@@ -30,7 +30,9 @@ decision's starts moved by noise only (best epoch 0.0412 against 0.0423) and the
 rose (0.056 -> 0.05-0.11), with the whole network or its head alone, ListNet's loss or the
 log-probability of the starts within 1% of the best: the first-slot features do not show what
 makes one start's chain better than its neighbour's. So no ranker ships; the labels chose the
-decision's second round of starts instead (:data:`agents.inference.REFINE_STARTS`).
+decision's start settings instead (:data:`agents.inference.START_CANDIDATES`,
+:data:`agents.inference.BOUND_STARTS`: starts screened by a bottleneck bound,
+:mod:`agents.start_bound`, which sees the chain's capacity the first-slot features miss).
 
 Saved as a policy directory (:mod:`agents.saved_policy`: weights only) named
 :data:`agents.saved_policy.RANKER_DIR` inside the policy's directory; :func:`agents.saved_policy.load_policy` loads
@@ -51,9 +53,10 @@ import numpy as np
 from hulk_env.instance import Instance
 
 TAU = 0.05  # target temperature over log plan times (see the module docstring)
-# Start settings (first-round starts, second-round starts in the best region) whose validation
-# regrets are recorded; the checkpoint is chosen on the decision's own (agents.inference).
-REGRET_SETTINGS: dict[str, tuple[int, int]] = {"top1": (1, 0), "top2": (2, 0), "top4": (4, 0), "decision": (4, 2)}
+# Start settings (the network's starts, second-round starts in the best region, bound starts)
+# whose validation regrets are recorded; the checkpoint is chosen on the decision's own
+# (agents.inference: 3 + 3 by the bound).
+REGRET_SETTINGS: dict[str, tuple[int, int, int]] = {"top1": (1, 0, 0), "top2": (2, 0, 0), "top4": (4, 0, 0), "decision": (3, 0, 3)}
 
 
 class StartLabels(NamedTuple):
@@ -181,26 +184,38 @@ def ranking_loss(logits: Any, target: Any) -> Any:
     return -(target * log_p.masked_fill(~finite, 0.0)).sum()
 
 
-def top_starts(scores: np.ndarray, regions: Sequence[str], k: int, refine: int = 0, times_s: np.ndarray | None = None) -> list[int]:
+def top_starts(
+    scores: np.ndarray,
+    regions: Sequence[str],
+    k: int,
+    refine: int = 0,
+    times_s: np.ndarray | None = None,
+    bounded: Sequence[int] = (),
+    bound: int = 0,
+) -> list[int]:
     """The decision's starts for these scores (:func:`agents.inference.choose_starts`): ``k``
-    best, one per region first, then ``refine`` more in the region of the fastest of their plans
-    (``times_s``); ``-inf`` scores are never taken."""
+    best, one per region first, then the first ``bound`` of ``bounded`` not among them (the
+    machines by the bottleneck bound), then ``refine`` more in the region of the fastest of
+    their plans (``times_s``); ``-inf`` scores are never taken."""
     from agents.inference import choose_starts
 
     scores = np.asarray(scores, dtype=np.float64)
     ranked = [int(i) for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
     times = np.full(len(scores), np.inf) if times_s is None else np.asarray(times_s, dtype=np.float64)
-    return choose_starts(ranked, list(regions), k, refine if times_s is not None else 0, times.__getitem__)
+    return choose_starts(ranked, list(regions), k, refine if times_s is not None else 0, times.__getitem__, bounded, bound)
 
 
-def regret(scores: np.ndarray, times_s: np.ndarray, regions: Sequence[str], k: int, refine: int = 0) -> float:
-    """``log(best plan time among the decision's starts / best of all)`` for ``k`` starts and
-    ``refine`` more (:func:`top_starts`): 0 when the best start is among them, the ``log`` of
-    the decision's loss to trying every start. An instance with no plan anywhere has no regret."""
+def regret(
+    scores: np.ndarray, times_s: np.ndarray, regions: Sequence[str], k: int, refine: int = 0, bounded: Sequence[int] = (), bound: int = 0
+) -> float:
+    """``log(best plan time among the decision's starts / best of all)`` for ``k`` starts,
+    ``bound`` more of ``bounded`` and ``refine`` more (:func:`top_starts`): 0 when the best
+    start is among them, the ``log`` of the decision's loss to trying every start. An instance
+    with no plan anywhere has no regret."""
     t = np.asarray(times_s, dtype=np.float64)
     if not np.isfinite(t).any():
         return 0.0
-    chosen = t[top_starts(scores, regions, k, refine, t)]
+    chosen = t[top_starts(scores, regions, k, refine, t, bounded, bound)]
     best = chosen.min() if len(chosen) else np.inf
     return float(np.log(best / t.min())) if np.isfinite(best) else float(np.log(10.0))  # a miss of every plan: capped
 
@@ -213,16 +228,20 @@ class RankerSample(NamedTuple):
     mask: np.ndarray  # [M] allowed first-slot machines
     regions: list[str]
     times_s: np.ndarray
+    bounded: list[int] = []  # the allowed machines by the bottleneck bound (agents.start_bound)
 
 
 def ranker_sample(instance: Instance, labels: StartLabels, plan: bool = True, lookahead: bool = False) -> RankerSample:
     """The first observation of ``instance`` as the policy reads it, with its labels."""
     from agents.inference import instance_env
+    from agents.start_bound import bound_ranked
 
     env = instance_env(instance, lookahead, plan=plan)
     obs, _ = env.reset(options={"instance": instance})
     mask = np.asarray(env.action_masks(), dtype=bool)
-    return RankerSample(instance.instance_id, obs, mask, [m.region for m in instance.cluster.machines], labels.times_s)
+    regions = [m.region for m in instance.cluster.machines]
+    bounded = bound_ranked(instance, [int(i) for i in np.flatnonzero(mask[: instance.num_machines])])
+    return RankerSample(instance.instance_id, obs, mask, regions, labels.times_s, bounded)
 
 
 def start_scores(network: Any, sample_obs: dict[str, np.ndarray], mask: np.ndarray) -> Any:
@@ -233,8 +252,8 @@ def start_scores(network: Any, sample_obs: dict[str, np.ndarray], mask: np.ndarr
     return masked_logits(network, sample_obs, mask)[0]
 
 
-def mean_regret(network: Any, samples: Sequence[RankerSample], settings: dict[str, tuple[int, int]] | None = None) -> dict[str, float]:
-    """Mean :func:`regret` over ``samples`` for each named ``(starts, refine)`` setting
+def mean_regret(network: Any, samples: Sequence[RankerSample], settings: dict[str, tuple[int, int, int]] | None = None) -> dict[str, float]:
+    """Mean :func:`regret` over ``samples`` for each named ``(starts, refine, bound)`` setting
     (default :data:`REGRET_SETTINGS`)."""
     import torch
 
@@ -243,8 +262,8 @@ def mean_regret(network: Any, samples: Sequence[RankerSample], settings: dict[st
     with torch.no_grad():
         for s in samples:
             scores = start_scores(network, s.obs, s.mask).numpy()
-            for name, (k, refine) in settings.items():
-                out[name] += regret(scores, s.times_s, s.regions, k, refine) / max(len(samples), 1)
+            for name, (k, refine, bound) in settings.items():
+                out[name] += regret(scores, s.times_s, s.regions, k, refine, s.bounded, bound) / max(len(samples), 1)
     return out
 
 

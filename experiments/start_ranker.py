@@ -44,7 +44,11 @@ VALIDATION_SUITES = ("val-v0", "val-x-v0")
 # A ranker ships only if its validation regret of the decision's starts is this much below the
 # policy's own (a mean log ratio: 0.5%); smaller differences are within an epoch's noise here.
 SHIP_MIN_GAIN = 0.005
-SETTINGS = ((4, 0), (6, 0), (8, 0), (12, 0), (4, 1), (4, 2), (4, 4), (6, 2))
+# (the network's starts, second-round starts in the best region, starts by the bottleneck bound)
+SETTINGS = (
+    (4, 0, 0), (6, 0, 0), (8, 0, 0), (12, 0, 0), (4, 1, 0), (4, 2, 0), (4, 4, 0), (6, 2, 0),
+    (0, 0, 6), (2, 0, 4), (3, 0, 3), (4, 0, 2), (3, 2, 3), (4, 0, 4),
+)  # fmt: skip
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -86,10 +90,10 @@ def settings_rows(network, samples_by_set: dict[str, list]) -> list[dict[str, An
     for name, samples in samples_by_set.items():
         with torch.no_grad():
             scored = [(start_scores(network, s.obs, s.mask).numpy(), s) for s in samples]
-        for k, refine in SETTINGS:
-            regrets = [regret(sc, s.times_s, s.regions, k, refine) for sc, s in scored]
-            plans = [len(top_starts(sc, s.regions, k, refine, s.times_s)) for sc, s in scored]
-            rows.append({"labels": name, "starts": k, "refine": refine, "instances": len(samples),
+        for k, refine, bound in SETTINGS:
+            regrets = [regret(sc, s.times_s, s.regions, k, refine, s.bounded, bound) for sc, s in scored]
+            plans = [len(top_starts(sc, s.regions, k, refine, s.times_s, s.bounded, bound)) for sc, s in scored]
+            rows.append({"labels": name, "starts": k, "refine": refine, "bound_starts": bound, "instances": len(samples),
                          "ratio_to_every_start_geomean": round(math.exp(float(np.mean(regrets))), 4),
                          "plans_mean": round(float(np.mean(plans)), 2)})  # fmt: skip
     return rows
@@ -162,7 +166,7 @@ def main(argv: list[str] | None = None) -> Path:
         writer.writeheader()
         writer.writerows(settings)
     for row in settings:
-        log(f"{row['labels']}: {row['starts']} starts + {row['refine']} in the best region: "
+        log(f"{row['labels']}: {row['starts']} starts + {row['bound_starts']} by the bound + {row['refine']} in the best region: "
             f"{row['ratio_to_every_start_geomean']:.4f} of every start's best, {row['plans_mean']:.1f} plans")  # fmt: skip
 
     t0 = time.perf_counter()
