@@ -175,19 +175,20 @@ def test_a_saved_plan_policy_loads_and_places_with_its_plan(tmp_path):
     assert result.cost_evals > counter.evals >= 1  # the plan's evaluations, and the env's
 
 
-@pytest.mark.parametrize("d", [1, 2])
-def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
+@pytest.mark.parametrize("d, bound", [(1, 0), (2, 0), (2, 3)])
+def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, bound):
     """The greedy decision of a plan policy: the network ranks the first slot's machines, the
-    plans from its best few (one per region first) and from the best few by the bottleneck bound
-    (not among them) are built, the rollout starts where the plan is fastest, and that plan and
-    the naive placement are candidates beside the rollout."""
+    plans from its best few (one per region first; with ``bound``, then the best few by the
+    bottleneck bound not among them; then 2 more in the region of the fastest) are built, the
+    rollout starts where the plan is fastest, and that plan and the naive placement are
+    candidates beside the rollout."""
     from agents.inference import (
-        BOUND_STARTS,
-        START_CANDIDATES,
+        REFINE_STARTS,
         distinct_regions_first,
         first_slot_candidates,
         masked_logits,
         planned_greedy,
+        refine_in_region,
         rollout,
     )
     from agents.start_bound import bottleneck_bounds_s
@@ -195,21 +196,24 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
     inst = _instance(d, seed=5)
     net, env = _plan_net_and_env(inst)
     with torch.inference_mode():
-        candidates = first_slot_candidates(net, env, inst, START_CANDIDATES)
+        candidates = first_slot_candidates(net, env, inst, 4)
         obs, _ = env.reset(options={"instance": inst})
         logits, _ = masked_logits(net, obs, env.action_masks())
-        assert len(candidates) == START_CANDIDATES and all(env.action_masks()[s] for s in candidates)
+        assert len(candidates) == 4 and all(env.action_masks()[s] for s in candidates)
         # The network's best machine of each region, in score order, then its next best.
         ranked = [int(i) for i in torch.argsort(logits, descending=True, stable=True)[: int(torch.isfinite(logits).sum())]]
         regions = [m.region for m in inst.cluster.machines]
-        assert candidates == distinct_regions_first(ranked, regions, START_CANDIDATES) and candidates[0] == ranked[0]
-        # Then the allowed machines of least bound, not yet candidates.
-        bounds = bottleneck_bounds_s(inst)
-        more = sorted((s for s in ranked if s not in candidates), key=lambda s: (bounds[s], s))[:BOUND_STARTS]
-        candidates = candidates + more
+        assert candidates == distinct_regions_first(ranked, regions, 4) and candidates[0] == ranked[0]
+        bounds = bottleneck_bounds_s(inst)  # then the allowed machines of least bound, not yet candidates
+        candidates += sorted((s for s in ranked if s not in candidates), key=lambda s: (bounds[s], s))[:bound]
         plans = {s: plan_from(inst, s) for s in candidates}
+        times = {s: np.inf if p is None else p.iteration_time_s for s, p in plans.items()}
+        more = refine_in_region(ranked, regions, times, REFINE_STARTS)
+        assert (more or bound) and all(regions[s] == regions[min(times, key=times.get)] for s in more)
+        plans |= {s: plan_from(inst, s) for s in more}
+        candidates = candidates + more
         fastest = min((p.iteration_time_s for p in plans.values() if p is not None), default=np.inf)
-        done = planned_greedy(net, env, inst, START_CANDIDATES)
+        done = planned_greedy(net, env, inst, 4, bound_starts=bound)
         built = {start for start, reverse in env._cache[id(inst)][2] if not reverse}
         assert built == set(candidates)  # a plan from every candidate, no other
         assert done[0].placement[0, 0] in candidates  # the rollout starts on a candidate...
@@ -219,7 +223,7 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d):
         assert np.array_equal(naive.placement, naive_placement(inst)) and naive.iteration_time_s == pytest.approx(_time(inst, naive.placement))
         forced = rollout(net, env, inst, first=candidates[-1])
         assert forced.placement[0, 0] == candidates[-1]
-        again = planned_greedy(net, env, inst, START_CANDIDATES)
+        again = planned_greedy(net, env, inst, 4, bound_starts=bound)
     assert all(np.array_equal(a.placement, b.placement) for a, b in zip(done, again, strict=True))
 
 
