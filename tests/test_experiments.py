@@ -136,7 +136,8 @@ def test_paper_reproduction_runs_a_small_policy_on_every_case(tmp_path, hulk_dat
 
     run_dir = train(TrainSettings("smoke", ("eval.eval_every=0",), total_timesteps=128, out=tmp_path, name="smoke"))
     out = paper_reproduction.main(["--quick", "--hulk-data", str(hulk_data), "--out", str(tmp_path / "o"),
-                                   "--methods", "naive,compute-greedy", "--policy", str(run_dir), "--no-figures"])  # fmt: skip
+                                   "--methods", "naive,compute-greedy", "--policy", str(run_dir), "--no-figures",
+                                   "--budget", "20"])  # 20 rollouts: the widened padding is the point  # fmt: skip
     policy_rows = [r for r in read_rows(out / "results.csv") if r["method"] == "policy:smoke"]
     assert {r["instance"] for r in policy_rows} == {"gpt3-1.3b/D1", "gpt3-175b/D1"}
     for r in policy_rows:  # a barely trained policy may paint itself into a corner on 175B: said so
