@@ -65,7 +65,9 @@ from hulk_env.instance import Instance
 # gain was a few instances' luck. Withdrawn: the bound is kept as an
 # option (BOUND_STARTS = 0), the decision is the earlier validation choice, network 4 + 2 more in
 # the best region. Earlier, 4 region-first starts against 8 best-scored of any region: 1.069
-# against 1.081 of latency-chain-dp's time in 0.6x the time.
+# against 1.081 of latency-chain-dp's time in 0.6x the time; 256 / M starts (every machine of a
+# cluster of up to 16) gave 1.039 on validation, then the same unseen-v0 gaps at 1.55x the median
+# decision time, and was withdrawn too.
 START_CANDIDATES = 4
 BOUND_STARTS = 0
 REFINE_STARTS = 2
@@ -283,11 +285,12 @@ def choose_starts(
     (:func:`refine_in_region`). ``time_of(start)``: that start's plan time (``inf`` for none),
     called once per start in this order.
 
-    Why two rankings: the network's first-slot scores and the bound miss different starts. The
-    network rates machines by their own and their neighbours' features and misses where a
-    whole chain's capacity decides (a region's few large GPUs); the bound sees capacity and
-    bandwidth, not latency or sync. Why the second round: the plans from one city's machines
-    differ (their chains visit the city's machines, then the next city's, in another order).
+    Why a second ranking: the network rates machines by their own and their neighbours'
+    features and can miss where a whole chain's capacity decides (a region's few large GPUs);
+    the bound sees capacity and bandwidth, not latency or sync. On the validation labels the
+    two missed different starts; on ``unseen-v0`` the bound's starts did not help, so
+    :data:`BOUND_STARTS` is 0. Why the second round: the plans from one city's machines differ
+    (their chains visit the city's machines, then the next city's, in another order).
     """
     first = distinct_regions_first(ranked, regions, starts)
     first += [s for s in bounded if s not in first][:bound_starts]
