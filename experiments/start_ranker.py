@@ -5,12 +5,14 @@
 
 1. Labels (:mod:`agents.start_ranker`): the plan time from every allowed first-slot machine of
    ``--instances`` draws of the training distribution (training cities only), and of the
-   validation suites ``val-v0`` and ``val-x-v0`` (validation cities). Cached as JSON in
-   ``OUT`` (``--reuse`` reads them back): labelling is most of the time.
+   validation suites ``val-v0``, ``val-x-v0`` and ``val-xl-v0`` (validation cities, 100
+   instances). Cached as JSON in ``OUT`` (``--reuse`` reads them back, one file per suite):
+   labelling is most of the time.
 2. Start settings (``settings.csv``): for the policy's own first-slot ranking, how far the
    best plan among the decision's starts is from the best of every start's (geometric mean of
-   the ratio), for several first-round counts and second rounds in the best region
-   (:func:`agents.inference.choose_starts`), on training and validation labels. What chose
+   the ratio), for several first-round counts, second rounds in the best region and starts by
+   the bottleneck bound (:func:`agents.inference.choose_starts`), on training and validation
+   labels (all 100, the first 34 alone, ``val-xl-v0`` alone). What chose
    :data:`agents.inference.REFINE_STARTS`.
 3. A ranker: a copy of the shipped policy's network, its first-slot logits fine-tuned with
    ListNet's loss for ``--epochs`` epochs; the epoch with the least validation regret of the
@@ -39,7 +41,10 @@ from experiments.common import REPO_ROOT, prepare_out_dir, run_cli, write_run_in
 NAME = "start_ranker"
 RESULTS = REPO_ROOT / "experiments" / "results" / "gnn-ppo" / "start_ranker"
 COMMAND = "python -m experiments.start_ranker --ship"
-VALIDATION_SUITES = ("val-v0", "val-x-v0")
+VALIDATION_SUITES = ("val-v0", "val-x-v0", "val-xl-v0")
+# The start-settings table also reports the first two alone (34 instances: what chose the
+# settings before val-xl-v0) and val-xl-v0 alone (66), to show how far such small sets agree.
+FIRST_VALIDATION = ("val-v0", "val-x-v0")
 # (first-round starts, second-round starts in the best region) compared in settings.csv
 # A ranker ships only if its validation regret of the decision's starts is this much below the
 # policy's own (a mean log ratio: 0.5%); smaller differences are within an epoch's noise here.
@@ -147,9 +152,11 @@ def main(argv: list[str] | None = None) -> Path:
         out / "train_labels.json", args.reuse, lambda: collect_labels(args.instances, args.seed, args.workers, log=log)
     )
     validation = [inst for suite in VALIDATION_SUITES for inst in load_suite(suite)]
-    val_labels = cached_labels(
-        out / "val_labels.json", args.reuse, lambda: [lab for suite in VALIDATION_SUITES for lab in suite_labels(suite, args.workers)]
-    )
+    val_labels = [
+        lab
+        for suite in VALIDATION_SUITES
+        for lab in cached_labels(out / f"val_labels_{suite}.json", args.reuse, lambda suite=suite: suite_labels(suite, args.workers))
+    ]
     labelling_s = time.perf_counter() - t0
     log(f"labels: {len(train_labels)} training, {len(val_labels)} validation instances ({labelling_s:.0f} s)")
 
@@ -160,7 +167,9 @@ def main(argv: list[str] | None = None) -> Path:
     val = [ranker_sample(inst, lab, plan, look) for inst, lab in zip(validation, val_labels, strict=True)]
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
-    settings = settings_rows(loaded.policy, {"training": train, "validation": val})
+    first = [v for v in val if v.instance_id.split("/")[0] in FIRST_VALIDATION]
+    later = [v for v in val if v.instance_id.split("/")[0] not in FIRST_VALIDATION]
+    settings = settings_rows(loaded.policy, {"training": train, "validation": val, "validation-34": first, "val-xl-v0": later})
     with open(results / "settings.csv", "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(settings[0]))
         writer.writeheader()

@@ -183,7 +183,6 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, boun
     rollout starts where the plan is fastest, and that plan and the naive placement are
     candidates beside the rollout."""
     from agents.inference import (
-        REFINE_STARTS,
         distinct_regions_first,
         first_slot_candidates,
         masked_logits,
@@ -192,6 +191,8 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, boun
         rollout,
     )
     from agents.start_bound import bottleneck_bounds_s
+
+    refine = 2
 
     inst = _instance(d, seed=5)
     net, env = _plan_net_and_env(inst)
@@ -208,12 +209,12 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, boun
         candidates += sorted((s for s in ranked if s not in candidates), key=lambda s: (bounds[s], s))[:bound]
         plans = {s: plan_from(inst, s) for s in candidates}
         times = {s: np.inf if p is None else p.iteration_time_s for s, p in plans.items()}
-        more = refine_in_region(ranked, regions, times, REFINE_STARTS)
+        more = refine_in_region(ranked, regions, times, refine)
         assert (more or bound) and all(regions[s] == regions[min(times, key=times.get)] for s in more)
         plans |= {s: plan_from(inst, s) for s in more}
         candidates = candidates + more
         fastest = min((p.iteration_time_s for p in plans.values() if p is not None), default=np.inf)
-        done = planned_greedy(net, env, inst, 4, bound_starts=bound)
+        done = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound)
         built = {start for start, reverse in env._cache[id(inst)][2] if not reverse}
         assert built == set(candidates)  # a plan from every candidate, no other
         assert done[0].placement[0, 0] in candidates  # the rollout starts on a candidate...
@@ -223,7 +224,7 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, boun
         assert np.array_equal(naive.placement, naive_placement(inst)) and naive.iteration_time_s == pytest.approx(_time(inst, naive.placement))
         forced = rollout(net, env, inst, first=candidates[-1])
         assert forced.placement[0, 0] == candidates[-1]
-        again = planned_greedy(net, env, inst, 4, bound_starts=bound)
+        again = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound)
     assert all(np.array_equal(a.placement, b.placement) for a, b in zip(done, again, strict=True))
 
 

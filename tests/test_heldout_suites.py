@@ -111,3 +111,18 @@ def test_fingerprints_ignore_last_bit_noise_but_not_changes(unseen):
     changed[1, 0] = changed[0, 1]
     other = dataclasses.replace(c, bandwidth_bps=changed)
     assert instance_fingerprint(Instance(other, inst.workload, inst.instance_id)) != instance_fingerprint(inst)
+
+
+def test_val_xl_v0_is_three_more_draws_of_val_x_v0s_cases(unseen, val_x):
+    """The larger validation pool: unseen-v0's cases three times over, on other clusters of the
+    validation cities (none of val-x-v0's or unseen-v0's), each fitting."""
+    pool = load_suite("val-xl-v0")
+    assert [(i.num_machines, i.workload.name, i.data_parallel) for i in pool] == 3 * [
+        (i.num_machines, i.workload.name, i.data_parallel) for i in val_x
+    ]
+    assert [i.instance_id for i in pool] == [f"val-xl-v0/{k}" for k in range(66)]
+    for inst in pool:
+        assert set(inst.cluster.regions) <= set(VALIDATION_CITIES) and reference_fits(inst)
+    prints = [instance_fingerprint(i) for i in pool]
+    assert len(set(prints)) == 66
+    assert not set(prints) & {instance_fingerprint(i) for i in val_x + unseen}

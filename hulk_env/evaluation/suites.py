@@ -4,25 +4,28 @@ CompilerGym style: every instance has a stable id (``"geo-v0/17"``).
 
 Suites (a suite's instances never change under its name; a new design gets a new version):
 
-===========  ===============================================================================
-``tiny-v0``  20 toy instances (2-4 machines, 2-5 layers, D in {1, 2}) from
-             :class:`hulk_env.generators.ToyGenerator`; optimum known by exhaustive search.
-``geo-v0``   24 random geo clusters of 8-64 machines over real cities x built-in models from
-             GPT-3 125M to 175B (catalog coarsening, at most ~50 layers), D in {1, 2, 4},
-             8/16/32 micro-batches, mostly 1F1B.
-``hard-v0``  12 memory-tight, cross-continent instances: 4-8 cities on different continents,
-             1-4 mid-size machines each, models that need 45-90% of all memory.
-``paper-v0`` the paper's 47 machines (its ``node_feature.csv`` and ``edge.txt``, shipped in the
-             package; ``hulk_data`` reads another copy) x GPT-3 1.3B-175B and LLaMA-65B, D in {1, 2}.
-``unseen-v0`` 22 clusters of 8-512 machines over ``UNSEEN_CITIES`` (never in an agent's training
-             pool) x GPT-3 1.3B-175B and LLaMA-65B, D in {1, 2, 4}; 9 memory-tight (the model
-             needs 45-90% of all memory, up to 256 machines). What agents are reported on.
-``val-v0``   12 clusters of 8-256 machines over ``VALIDATION_CITIES``, built the same way from
-             other seeds: where agents choose checkpoints and settings, never on ``unseen-v0``.
-``val-x-v0`` ``unseen-v0``'s 22 cases (8-512 machines, 9 memory-tight) drawn over
-             ``VALIDATION_CITIES`` from another seed: validation at the reported suite's sizes
-             (where the start ranker's checkpoint and the decision's settings are chosen).
-===========  ===============================================================================
+=============  ===============================================================================
+``tiny-v0``    20 toy instances (2-4 machines, 2-5 layers, D in {1, 2}) from
+               :class:`hulk_env.generators.ToyGenerator`; optimum known by exhaustive search.
+``geo-v0``     24 random geo clusters of 8-64 machines over real cities x built-in models from
+               GPT-3 125M to 175B (catalog coarsening, at most ~50 layers), D in {1, 2, 4},
+               8/16/32 micro-batches, mostly 1F1B.
+``hard-v0``    12 memory-tight, cross-continent instances: 4-8 cities on different continents,
+               1-4 mid-size machines each, models that need 45-90% of all memory.
+``paper-v0``   the paper's 47 machines (its ``node_feature.csv`` and ``edge.txt``, shipped in the
+               package; ``hulk_data`` reads another copy) x GPT-3 1.3B-175B and LLaMA-65B, D in {1, 2}.
+``unseen-v0``  22 clusters of 8-512 machines over ``UNSEEN_CITIES`` (never in an agent's training
+               pool) x GPT-3 1.3B-175B and LLaMA-65B, D in {1, 2, 4}; 9 memory-tight (the model
+               needs 45-90% of all memory, up to 256 machines). What agents are reported on.
+``val-v0``     12 clusters of 8-256 machines over ``VALIDATION_CITIES``, built the same way from
+               other seeds: where agents choose checkpoints and settings, never on ``unseen-v0``.
+``val-x-v0``   ``unseen-v0``'s 22 cases (8-512 machines, 9 memory-tight) drawn over
+               ``VALIDATION_CITIES`` from another seed: validation at the reported suite's sizes
+               (where the start ranker's checkpoint and the decision's settings are chosen).
+``val-xl-v0``  3 more draws of ``val-x-v0``'s cases over ``VALIDATION_CITIES`` (66 instances):
+               the larger validation pool start settings are compared on (34 instances let 2-4
+               of them decide).
+=============  ===============================================================================
 
 Every instance of every suite is feasible: the ``naive`` placement fits in memory.
 
@@ -145,6 +148,8 @@ UNSEEN_V0_CASES = (
     (512, "gpt3-175b", 4, False),
 )  # fmt: skip
 VAL_X_V0_SEED = 20246  # val-x-v0: UNSEEN_V0_CASES over the validation cities
+VAL_XL_V0_SEED = 20247  # val-xl-v0: 3 more draws of UNSEEN_V0_CASES over the validation cities
+VAL_XL_V0_DRAWS = 3
 VAL_V0_SEED = 20244
 VAL_V0_CASES = (
     (8, "gpt3-2.7b", 2, False), (8, "gpt3-6.7b", 1, True), (16, "gpt3-2.7b", 4, True),
@@ -161,6 +166,7 @@ SUITES: dict[str, str] = {
     "unseen-v0": f"{len(UNSEEN_V0_CASES)} clusters (8-512 machines) over cities outside every training pool",
     "val-v0": f"{len(VAL_V0_CASES)} clusters (8-256 machines) over the validation cities (checkpoint selection)",
     "val-x-v0": f"{len(UNSEEN_V0_CASES)} clusters (8-512 machines) over the validation cities, unseen-v0's cases",
+    "val-xl-v0": f"{VAL_XL_V0_DRAWS * len(UNSEEN_V0_CASES)} clusters: {VAL_XL_V0_DRAWS} more draws of val-x-v0's cases (start settings)",
 }
 
 
@@ -193,6 +199,8 @@ def load_suite(name: str, hulk_data: str | Path | None = None) -> list[Instance]
         return _heldout_suite(VAL_V0_CASES, VAL_V0_SEED, VALIDATION_CITIES, "val-v0")
     if key == "val-x-v0":
         return _heldout_suite(UNSEEN_V0_CASES, VAL_X_V0_SEED, VALIDATION_CITIES, "val-x-v0")
+    if key == "val-xl-v0":
+        return _heldout_suite(UNSEEN_V0_CASES * VAL_XL_V0_DRAWS, VAL_XL_V0_SEED, VALIDATION_CITIES, "val-xl-v0")
     if key == "paper-v0":
         return _paper_v0(paper_data_dir() if hulk_data is None else Path(hulk_data))
     raise HulkInputError(f"unknown suite '{name}'; choose one of {', '.join(SUITES)}", field="suite")
