@@ -4,9 +4,9 @@
   (``agents/pretrained/gnn-ppo/``: weights only, with its config and training command), greedy:
   one masked rollout of ``hulk/Placement-v1`` at the instance's own size, from the first-slot
   machine whose stage-DP plan is fastest among the network's best
-  :data:`agents.inference.START_CANDIDATES` (one per region first) and the
-  :data:`agents.inference.BOUND_STARTS` best by a bottleneck bound (:mod:`agents.start_bound`),
-  that plan a candidate too (:func:`agents.inference.planned_greedy`). With a
+  :data:`agents.inference.START_CANDIDATES` (one per region first) and
+  :data:`agents.inference.REFINE_STARTS` more in the region of the fastest of those, that plan a
+  candidate too (:func:`agents.inference.planned_greedy`). With a
   ``budget`` it also samples ``budget - 1`` rollouts and keeps the best;
 * ``gnn-ppo+search`` -- the policy's greedy placement (and plan) and :data:`POLISH_SAMPLES` sampled ones,
   each also *re-cut*: its machines kept in their pipeline order, the layers split again by the

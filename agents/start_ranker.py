@@ -30,9 +30,9 @@ decision's starts moved by noise only (best epoch 0.0412 against 0.0423) and the
 rose (0.056 -> 0.05-0.11), with the whole network or its head alone, ListNet's loss or the
 log-probability of the starts within 1% of the best: the first-slot features do not show what
 makes one start's chain better than its neighbour's. So no ranker ships; the labels chose the
-decision's start settings instead (:data:`agents.inference.START_CANDIDATES`,
-:data:`agents.inference.BOUND_STARTS`: starts screened by a bottleneck bound,
-:mod:`agents.start_bound`, which sees a chain's capacity the first-slot features miss).
+decision's second round of starts instead (:data:`agents.inference.REFINE_STARTS`). Starts
+screened by a bottleneck bound (:mod:`agents.start_bound`) looked better on these labels and
+were worse on ``unseen-v0``: see :data:`agents.inference.START_CANDIDATES`.
 
 Saved as a policy directory (:mod:`agents.saved_policy`: weights only) named
 :data:`agents.saved_policy.RANKER_DIR` inside the policy's directory; :func:`agents.saved_policy.load_policy` loads
@@ -55,8 +55,8 @@ from hulk_env.instance import Instance
 TAU = 0.05  # target temperature over log plan times (see the module docstring)
 # Start settings (the network's starts, second-round starts in the best region, bound starts)
 # whose validation regrets are recorded; the checkpoint is chosen on the decision's own
-# (agents.inference: the network's 2 + 4 by the bound).
-REGRET_SETTINGS: dict[str, tuple[int, int, int]] = {"top1": (1, 0, 0), "top2": (2, 0, 0), "top4": (4, 0, 0), "decision": (2, 0, 4)}
+# (agents.inference: 4 + 2 in the best region).
+REGRET_SETTINGS: dict[str, tuple[int, int, int]] = {"top1": (1, 0, 0), "top2": (2, 0, 0), "top4": (4, 0, 0), "decision": (4, 2, 0)}
 
 
 class StartLabels(NamedTuple):
