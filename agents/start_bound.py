@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hulk_env.baselines.common import preference_keys
 from hulk_env.baselines.stage_dp import cut_bytes
 from hulk_env.cost import train_flops
 from hulk_env.feasibility import stash_count
@@ -61,19 +62,12 @@ def bottleneck_bounds_s(instance: Instance) -> np.ndarray:
 
 
 def _nearest_first(instance: Instance, starts: np.ndarray) -> np.ndarray:
-    """``[S, M]`` every machine in the order a chain standing on each start prefers it:
-    :class:`~hulk_env.baselines.common.NeighbourOrder`'s keys (latency to 0.1 ms, then higher
-    bandwidth, faster machine, lower index), after the start itself."""
-    c = instance.cluster
-    shape = (len(starts), c.num_machines)
-    keys = (
-        np.broadcast_to(np.arange(c.num_machines), shape),
-        np.broadcast_to(-c.flops, shape),
-        -c.bandwidth_bps[starts],
-        np.round(c.latency_s[starts], 4),
-        starts[:, None] != np.arange(c.num_machines),  # the start itself first
-    )
-    return np.lexsort(keys, axis=-1)
+    """``[S, M]`` every machine in the order a chain standing on each start prefers it
+    (:func:`~hulk_env.baselines.common.preference_keys`: ``NeighbourOrder``'s order), after
+    the start itself."""
+    every = np.arange(instance.num_machines)
+    keys = preference_keys(instance.cluster, starts, every)
+    return np.lexsort((*keys, starts[:, None] != every), axis=-1)  # the start itself first
 
 
 def bound_ranked(instance: Instance, allowed: list[int]) -> list[int]:

@@ -228,7 +228,7 @@ class RankerSample(NamedTuple):
     mask: np.ndarray  # [M] allowed first-slot machines
     regions: list[str]
     times_s: np.ndarray
-    bounded: list[int] = []  # the allowed machines by the bottleneck bound (agents.start_bound)
+    bounded: list[int]  # the allowed machines by the bottleneck bound (agents.start_bound)
 
 
 def ranker_sample(instance: Instance, labels: StartLabels, plan: bool = True, lookahead: bool = False) -> RankerSample:

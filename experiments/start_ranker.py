@@ -45,11 +45,11 @@ VALIDATION_SUITES = ("val-v0", "val-x-v0", "val-xl-v0")
 # The start-settings table also reports the first two alone (34 instances: what chose the
 # settings before val-xl-v0) and val-xl-v0 alone (66), to show how far such small sets agree.
 FIRST_VALIDATION = ("val-v0", "val-x-v0")
-# (first-round starts, second-round starts in the best region) compared in settings.csv
 # A ranker ships only if its validation regret of the decision's starts is this much below the
 # policy's own (a mean log ratio: 0.5%); smaller differences are within an epoch's noise here.
 SHIP_MIN_GAIN = 0.005
 # (the network's starts, second-round starts in the best region, starts by the bottleneck bound)
+# compared in settings.csv
 SETTINGS = (
     (4, 0, 0), (6, 0, 0), (8, 0, 0), (12, 0, 0), (4, 1, 0), (4, 2, 0), (4, 4, 0), (6, 2, 0),
     (0, 0, 6), (2, 0, 4), (3, 0, 3), (4, 0, 2), (3, 2, 3), (4, 0, 4),

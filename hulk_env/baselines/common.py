@@ -140,10 +140,24 @@ class NeighbourOrder:
         """The pool (``here`` included) in preference order from ``here``."""
         order = self._rows.get(here)
         if order is None:
-            c, cand = self.cluster, self.pool
-            keys = (cand, -c.flops[cand], -c.bandwidth_bps[here, cand], np.round(c.latency_s[here, cand], 4))
-            order = self._rows[here] = cand[np.lexsort(keys)]
+            order = self._rows[here] = self.pool[np.lexsort(preference_keys(self.cluster, here, self.pool))]
         return order
+
+
+def preference_keys(cluster, here: int | np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`numpy.lexsort` keys (primary last) of :class:`NeighbourOrder`'s preference over
+    the machines ``cand`` from ``here``: nearest latency (to 0.1 ms), then higher bandwidth,
+    then the faster machine, then the lower index. ``here``: one machine (keys ``[C]``) or an
+    array of ``S`` machines (keys ``[S, C]``, one row each)."""
+    here = np.asarray(here)
+    rows = here[:, None] if here.ndim else here
+    bandwidth = cluster.bandwidth_bps[rows, cand]
+    return (
+        np.broadcast_to(cand, bandwidth.shape),
+        np.broadcast_to(-cluster.flops[cand], bandwidth.shape),
+        -bandwidth,
+        np.round(cluster.latency_s[rows, cand], 4),
+    )
 
 
 def nearest_neighbour_chain(
