@@ -397,6 +397,17 @@ def sampled_rollouts(
     return out
 
 
+def unplaceable_reason(instance: Instance) -> str | None:
+    """Why a policy cannot place ``instance``, else ``None``: the env measures every episode
+    against the naive placement, so it takes only instances where that fits; where it does not,
+    the model (nearly always) cannot fit at all, said as the searches say it
+    (:func:`hulk_env.feasibility.capacity_reason`) instead of as the env's refusal."""
+    from hulk_env.feasibility import capacity_reason
+    from hulk_env.reference import reference_fits
+
+    return None if reference_fits(instance) else capacity_reason(instance)
+
+
 def policy_placement(
     loaded: LoadedPolicy,
     instance: Instance,
@@ -416,6 +427,8 @@ def policy_placement(
     policy's own rollouts only (to measure the network alone). ``cost_evals`` counts every
     cost-model evaluation made on the way; ``reason`` says when a plan or the naive placement
     beat the rollouts."""
+    if (why := unplaceable_reason(instance)) is not None:
+        return PlacementResult(name, None, 0, why)
     with cost.count_evals() as counter:
         done = sampled_rollouts(
             loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature, plan_of(loaded.meta), starts,

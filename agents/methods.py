@@ -34,7 +34,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agents.inference import START_CANDIDATES, policy_placement, sampled_rollouts
+from agents.inference import (
+    START_CANDIDATES,
+    policy_placement,
+    sampled_rollouts,
+    unplaceable_reason,
+)
 from agents.saved_policy import LoadedPolicy, load_policy, lookahead_of, plan_of
 from hulk_env import cost
 from hulk_env.baselines import Method, PlacementResult
@@ -85,6 +90,8 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
     """
     from hulk_env.baselines.anneal import anneal
 
+    if (why := unplaceable_reason(instance)) is not None:
+        return PlacementResult(POLISHED, None, 0, why)
     loaded = pretrained_policy()
     total = POLISH_BUDGET if budget is None else int(budget)
     with cost.count_evals() as counter:

@@ -18,6 +18,7 @@ from hulk_cli.methods import (
 )
 from hulk_cli.output import clean_errors, console, err_console, leaderboard_table, print_figures
 from hulk_env.errors import HulkInputError
+from hulk_env.evaluation.suites import SUITES
 from hulk_env.validation import limits
 
 DEFAULT_METHODS = "naive,random,compute-greedy,latency-chain-dp,partition,genetic,anneal"
@@ -25,7 +26,7 @@ DEFAULT_METHODS = "naive,random,compute-greedy,latency-chain-dp,partition,geneti
 
 @clean_errors
 def evaluate(
-    suite: Annotated[str, typer.Option("--suite", "-s", help="tiny-v0, geo-v0, hard-v0 or paper-v0.")] = "tiny-v0",
+    suite: Annotated[str, typer.Option("--suite", "-s", help="A benchmark suite: " + ", ".join(SUITES) + ".")] = "tiny-v0",
     methods: Annotated[str, typer.Option("--methods", help="Comma-separated method names (or run directories).")] = DEFAULT_METHODS,
     policy: Annotated[list[Path] | None, typer.Option("--policy", help="A trained policy's run directory (repeatable).")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory for results.csv, results.json, summary.md.")] = Path("runs/evaluate"),

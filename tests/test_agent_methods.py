@@ -73,3 +73,16 @@ def test_chains_from_the_policys_machines_find_the_chain_of_a_placement_that_use
         assert min(times) <= cost.iteration_time(inst.cluster, inst.workload, best.placement) * (1 + 1e-9)
     # no start machine, no chain
     assert chain_starts(inst, [], budget=400) == []
+
+
+def test_a_model_the_cluster_cannot_hold_is_one_clear_reason_not_the_envs_refusal(methods, tmp_path):
+    from hulk_env.feasibility import capacity_reason
+    from hulk_env.generators import fixed_instance
+
+    path = tmp_path / "small.yaml"
+    path.write_text("machines:\n  - {region: london, gpu: T4, count: 2}\n")
+    inst = fixed_instance(path, "gpt3-13b")
+    for name in ("gnn-ppo", "gnn-ppo+search"):
+        result = methods[name](inst, 0, None)
+        assert not result.feasible and result.cost_evals == 0
+        assert result.reason == capacity_reason(inst) and "naive placement" not in result.reason

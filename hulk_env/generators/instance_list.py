@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hulk_env.errors import HulkInputError
-from hulk_env.feasibility import instance_edges
+from hulk_env.feasibility import capacity_reason, instance_edges
 from hulk_env.generators.base import is_feasible
 from hulk_env.instance import Instance
 
@@ -28,7 +28,7 @@ class InstanceListGenerator:
             raise HulkInputError("needs at least one instance", field="instances")
         for inst in self.instances:
             if not is_feasible(inst):
-                raise HulkInputError("the naive placement does not fit in memory", source=inst.instance_id)
+                raise HulkInputError(f"the naive placement does not fit: {capacity_reason(inst)}", source=inst.instance_id)
 
     @property
     def max_machines(self) -> int:

@@ -222,7 +222,6 @@ class LinkEntry(Strict):
     a: Name | None = None
     b: Name | None = None
     latency_ms: Number(0, limits.MAX_LATENCY_MS, limit_high="MAX_LATENCY_MS", unit="ms") | None = None
-    rtt_ms: Number(0, 2 * limits.MAX_LATENCY_MS, limit_high="MAX_LATENCY_MS", unit="ms") | None = None
     rtt_ms: Number(0, 2 * limits.MAX_LATENCY_MS, limit_high="MAX_LATENCY_MS", unit="ms") | None = None  # round trip
     bandwidth_gbps: Number(
         limits.MIN_BANDWIDTH_GBPS,
