@@ -9,7 +9,12 @@ import pytest
 
 from hulk_env import cost
 from hulk_env.baselines import METHODS, get_method, method_names
-from hulk_env.baselines.chains import mirrored_candidates, replica_chain_candidates
+from hulk_env.baselines.chains import (
+    _best_per_count,
+    aligned_candidates,
+    mirrored_candidates,
+    replica_chain_candidates,
+)
 from hulk_env.baselines.common import Evaluator, nearest_neighbour_chain
 from hulk_env.baselines.exact import exact, num_placements
 from hulk_env.baselines.genome import Genome, crossover, decode, encode, mutate, split_stage
@@ -181,6 +186,29 @@ def test_chain_dp_mirrors_replicas_where_no_whole_replica_layout_fits():
     result = get_method("latency-chain-dp")(inst)
     assert_feasible(inst, result)
     assert np.isfinite(time_of(inst, result.placement))
+
+
+def test_replica_chains_are_also_cut_where_one_replica_cuts():
+    # Two regions 50 ms apart over 0.1 GB/s, two machines each; replica r on chain[r::2] (one
+    # machine per region). Replica 0's first machine is the faster, replica 1's the slower, so
+    # their own splits cut at different layers and the layers between the cuts have their
+    # gradient rings across the WAN. Cut alike, every ring stays in a region.
+    lat = np.array([[0, 1, 50, 51], [1, 0, 50, 51], [50, 50, 0, 1], [51, 51, 1, 0]]) * 1e-3
+    w = make_chain([1e13] * 8, [1e6] * 8, params=[2e8] * 8, stash=[2e9] * 8, data_parallel=2)
+    inst = Instance(make_cluster([2e14, 1.6e14, 1.6e14, 2e14], lat, np.where(lat < 0.01, 1e11, 1e8), memory_bytes=4e10), w)
+    chain = nearest_neighbour_chain(inst, 0)
+    splits = [_best_per_count(split_chain(inst, chain[r::2], inst.cluster.memory_bytes))[2] for r in range(2)]
+    assert splits[0].stage_of_layer.tolist() != splits[1].stage_of_layer.tolist()
+    aligned = aligned_candidates(inst, splits)
+    assert len(aligned) == 2
+    own_cuts = time_of(inst, np.stack([s.row for s in splits]))
+    for _, p in aligned:
+        assert (p[0] != p[1]).all() and {tuple(s.machines) for s in splits} == {tuple(dict.fromkeys(row)) for row in p}
+        assert np.array_equal(np.diff(p[0]) != 0, np.diff(p[1]) != 0)  # the same cuts
+        breakdown = cost.evaluate(inst.cluster, w, p)
+        assert breakdown.memory_feasible and breakdown.iteration_time_s < 0.6 * own_cuts
+    found = replica_chain_candidates(inst, [chain[0::2], chain[1::2]])
+    assert all(any(np.array_equal(p, q) for _, q in found) for _, p in aligned)
 
 
 def test_cut_bytes_counts_every_crossing_edge():

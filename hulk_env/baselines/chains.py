@@ -11,6 +11,8 @@ in the DP):
   (replicas on disjoint, nearby machines);
 - *interleaved*: replica ``r`` on machines ``r, r + D, r + 2D, ...`` of the chain (the machines
   of one stage across replicas are neighbours, so the gradient rings are short).
+  Blocks and interleaved replicas are split each for its own machines, and also all cut where
+  one of them cuts (:func:`aligned_candidates`: every layer's ring on one stage's machines).
 - *mirrored*, only where none of those fits (memory-tight instances: whole replicas fit neither
   on one prefix nor on fixed shares of the chain): replica 0 split over the chain, each other
   replica's stage on the nearest machine to replica 0's stage with room left.
@@ -177,7 +179,8 @@ def replica_chain_candidates(
     """Replica ``r`` split over ``chains[r]`` (the chains must not share machines).
 
     Candidates: every stage count feasible for all replicas (aligned stages, so the gradient
-    rings line up), plus each replica at its own best stage count; once with the splits of the
+    rings line up), with each replica's own cuts and with all cut alike
+    (:func:`aligned_candidates`), plus each replica at its own best stage count; once with the splits of the
     replicas' whole chains, once with the best of those and of the chains without their slow
     machines (the DP's estimate leaves out gradient sync, so the faster-looking split of a
     count is not always the faster layout: both are kept for the cost model).
@@ -193,8 +196,37 @@ def replica_chain_candidates(
         if any(not counts for counts in per_replica):
             continue
         common = set.intersection(*(set(counts) for counts in per_replica))
-        out += [_combine([counts[j] for counts in per_replica]) for j in sorted(common)]
+        for j in sorted(common):
+            splits_j = [counts[j] for counts in per_replica]
+            out += [_combine(splits_j), *aligned_candidates(instance, splits_j)]
         out.append(_combine([min(counts.values(), key=lambda s: s.estimate_s) for counts in per_replica]))
+    return out
+
+
+def aligned_candidates(instance: Instance, splits: list[Split]) -> list[Candidate]:
+    """Every replica on its own split's machines, all cut where one replica's split cuts: one
+    candidate per distinct cut of ``splits`` (``D`` splits of one stage count over disjoint
+    chains) that fits every replica's machines.
+
+    Why: the DP splits each replica for its own machines' speeds, so the replicas' cuts differ
+    and a layer between two cuts has its gradient ring on machines of different stages -- across
+    a WAN link when the stages are in different regions, where data-parallel sync (not in the
+    DP's estimate) dominates. Aligned, stage ``j`` of every replica holds the same layers, and
+    its ring stays on the replicas' stage-``j`` machines (neighbours on the chain). Estimate: the
+    replicas' own splits' (a lower bound); the cost model judges.
+    """
+    depth = splits[0].num_stages
+    need = layer_memory_bytes(instance, stash_count(instance, depth))
+    room = instance.cluster.memory_bytes * (1 + MEMORY_SLACK)
+    estimate = max(s.estimate_s for s in splits)
+    cuts = dedupe_placements([s.stage_of_layer for s in splits])
+    if len(cuts) < 2:  # already aligned: the combined candidate is this one
+        return []
+    out: list[Candidate] = []
+    for stage_of_layer in cuts:
+        stage_bytes = np.bincount(stage_of_layer, weights=need, minlength=depth)
+        if all((stage_bytes <= room[s.machines]).all() for s in splits):
+            out.append((estimate, np.stack([s.machines[stage_of_layer] for s in splits])))
     return out
 
 
