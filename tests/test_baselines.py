@@ -12,6 +12,7 @@ from hulk_env.baselines import METHODS, get_method, method_names
 from hulk_env.baselines.chains import (
     _best_per_count,
     aligned_candidates,
+    group_counts,
     mirrored_candidates,
     replica_chain_candidates,
 )
@@ -209,6 +210,24 @@ def test_replica_chains_are_also_cut_where_one_replica_cuts():
         assert breakdown.memory_feasible and breakdown.iteration_time_s < 0.6 * own_cuts
     found = replica_chain_candidates(inst, [chain[0::2], chain[1::2]])
     assert all(any(np.array_equal(p, q) for _, q in found) for _, p in aligned)
+
+
+def test_chain_dp_lets_replicas_share_a_chain_in_groups():
+    # Four replicas, two fast and two 10x slower machines. One replica per machine puts two on
+    # the slow ones; all four on one chain need a 2-stage pipeline whose stash (2 micro-batches
+    # x 4 replicas) does not fit. Two groups of two, each on one fast machine, fit and win.
+    lat = np.full((4, 4), 1e-3) - np.eye(4) * 1e-3
+    w = make_chain([1e13] * 6, [1e6] * 6, params=[1e8] * 6, stash=[1e9] * 6, data_parallel=4)
+    replica_bytes = float(layer_memory_bytes(w, 1).sum())  # state + one stashed micro-batch
+    stash_bytes = 6e9
+    memory = 2 * replica_bytes + stash_bytes  # two replicas at depth 1, not four at depth 2
+    inst = Instance(make_cluster([2e14, 2e14, 2e13, 2e13], lat, np.full((4, 4), 1e10), memory_bytes=memory), w)
+    assert group_counts(4) == [4, 2] and group_counts(6) == [6, 3, 2] and group_counts(1) == []
+    result = get_method("latency-chain-dp")(inst)
+    assert_feasible(inst, result)
+    assert sorted(map(tuple, result.placement.tolist())) == [(0,) * 6] * 2 + [(1,) * 6] * 2
+    one_per_machine = np.repeat(np.arange(4), 6).reshape(4, 6)
+    assert time_of(inst, result.placement) < 0.5 * time_of(inst, one_per_machine)
 
 
 def test_cut_bytes_counts_every_crossing_edge():

@@ -7,12 +7,15 @@ yields three kinds of candidates, and the cost model picks among them (data-para
 in the DP):
 
 - *shared*: every replica on the same chain prefix (no gradient traffic, shared FLOP/s);
-- *blocks*: the chain cut into ``D`` consecutive blocks, replica ``r`` split over block ``r``
-  (replicas on disjoint, nearby machines);
-- *interleaved*: replica ``r`` on machines ``r, r + D, r + 2D, ...`` of the chain (the machines
-  of one stage across replicas are neighbours, so the gradient rings are short).
-  Blocks and interleaved replicas are split each for its own machines, and also all cut where
-  one of them cuts (:func:`aligned_candidates`: every layer's ring on one stage's machines).
+- *blocks*: the chain cut into ``G`` consecutive blocks, replica group ``g`` split over block
+  ``g`` (replicas on disjoint, nearby machines);
+- *interleaved*: replica group ``g`` on machines ``g, g + G, g + 2G, ...`` of the chain (the
+  machines of one stage across groups are neighbours, so the gradient rings are short).
+  ``G`` is every divisor of ``D`` above 1 (:func:`group_counts`): ``D`` groups of one replica,
+  and, e.g. with 4 replicas, 2 groups of 2 replicas sharing a chain (the fastest machines serve
+  two replicas, the gradient rings have half the members). The groups are split each for its
+  own machines, and also all cut where one of them cuts (:func:`aligned_candidates`: every
+  layer's ring on one stage's machines).
 - *mirrored*, only where none of those fits (memory-tight instances: whole replicas fit neither
   on one prefix nor on fixed shares of the chain): replica 0 split over the chain, each other
   replica's stage on the nearest machine to replica 0's stage with room left.
@@ -70,11 +73,13 @@ def chain_candidates(
     out: list[Candidate] = []
     for reverse in orientations:
         found = [(split.estimate_s, np.tile(split.row, (d, 1))) for split in split_chain(instance, chain, free, share=d, reverse=reverse)]
-        if d > 1 and len(chain) >= d:
-            size = len(chain) // d
-            blocks = [chain[r * size : (r + 1) * size] for r in range(d)]
-            found += replica_chain_candidates(instance, blocks, reverse)
-            found += replica_chain_candidates(instance, [chain[r::d] for r in range(d)], reverse)
+        for groups in group_counts(d):
+            if len(chain) >= groups:
+                size = len(chain) // groups
+                blocks = [chain[g * size : (g + 1) * size] for g in range(groups)]
+                share = d // groups
+                found += replica_chain_candidates(instance, blocks, reverse, share)
+                found += replica_chain_candidates(instance, [chain[g::groups] for g in range(groups)], reverse, share)
         # Mirrors only where no whole-replica layout fits (also on chains shorter than D: replicas
         # may share a machine's leftover memory): built everywhere they cost ~20% of a plan's
         # time and, on the validation instances, won only where nothing else fitted.
@@ -151,7 +156,8 @@ def chain_stop(instance: Instance) -> Callable[[], Callable[[int, int], bool]]:
     The stage DP keeps at most ``L`` machines of a chain (one stage per machine), after dropping
     the machines too small for a layer (:func:`~hulk_env.baselines.stage_dp.split_chain`). A
     chain is therefore complete for every candidate once each residue class ``position mod D``
-    (the interleaved replicas' chains) holds ``L`` machines that pass the strictest of those
+    (the interleaved replicas' chains; a class mod any group count G dividing D is a union of
+    them) holds ``L`` machines that pass the strictest of those
     filters (``D`` replicas sharing, the median layer): *shared* and *interleaved* candidates
     are then exactly those of the full chain, and *blocks* cut that prefix into ``D`` blocks.
     On clusters no larger than ``D x L`` machines (every benchmark suite) nothing changes.
@@ -173,10 +179,18 @@ def chain_stop(instance: Instance) -> Callable[[], Callable[[int, int], bool]]:
     return make
 
 
+def group_counts(data_parallel: int) -> list[int]:
+    """The numbers of replica groups of the *blocks* and *interleaved* candidates, largest first:
+    every divisor ``G > 1`` of ``D`` (``D / G`` replicas share each group's chain; ``G = 1`` is
+    *shared*)."""
+    return [g for g in range(data_parallel, 1, -1) if data_parallel % g == 0]
+
+
 def replica_chain_candidates(
-    instance: Instance, chains: list[np.ndarray], reverse: bool = False
+    instance: Instance, chains: list[np.ndarray], reverse: bool = False, share: int = 1
 ) -> list[Candidate]:
-    """Replica ``r`` split over ``chains[r]`` (the chains must not share machines).
+    """Replica group ``g`` split over ``chains[g]`` (the chains must not share machines), each
+    group ``share`` replicas on the same machines (``len(chains) * share`` replicas in all).
 
     Candidates: every stage count feasible for all replicas (aligned stages, so the gradient
     rings line up), with each replica's own cuts and with all cut alike
@@ -186,7 +200,7 @@ def replica_chain_candidates(
     count is not always the faster layout: both are kept for the cost model).
     """
     free = instance.cluster.memory_bytes
-    splits = [split_chain(instance, ch, free, reverse=reverse) for ch in chains]
+    splits = [split_chain(instance, ch, free, share=share, reverse=reverse) for ch in chains]
     out: list[Candidate] = []
     groups = [[[s for s in found if not s.skips_slow] for found in splits]]
     if any(s.skips_slow for found in splits for s in found):
@@ -198,15 +212,15 @@ def replica_chain_candidates(
         common = set.intersection(*(set(counts) for counts in per_replica))
         for j in sorted(common):
             splits_j = [counts[j] for counts in per_replica]
-            out += [_combine(splits_j), *aligned_candidates(instance, splits_j)]
+            out += [_combine(splits_j), *aligned_candidates(instance, splits_j, share)]
         out.append(_combine([min(counts.values(), key=lambda s: s.estimate_s) for counts in per_replica]))
-    return out
+    return [(est, np.repeat(rows, share, axis=0)) for est, rows in out]
 
 
-def aligned_candidates(instance: Instance, splits: list[Split]) -> list[Candidate]:
+def aligned_candidates(instance: Instance, splits: list[Split], share: int = 1) -> list[Candidate]:
     """Every replica on its own split's machines, all cut where one replica's split cuts: one
-    candidate per distinct cut of ``splits`` (``D`` splits of one stage count over disjoint
-    chains) that fits every replica's machines.
+    candidate per distinct cut of ``splits`` (splits of one stage count over disjoint chains, one
+    row per split; ``share`` replicas on each) that fits every split's machines.
 
     Why: the DP splits each replica for its own machines' speeds, so the replicas' cuts differ
     and a layer between two cuts has its gradient ring on machines of different stages -- across
@@ -224,7 +238,7 @@ def aligned_candidates(instance: Instance, splits: list[Split]) -> list[Candidat
         return []
     out: list[Candidate] = []
     for stage_of_layer in cuts:
-        stage_bytes = np.bincount(stage_of_layer, weights=need, minlength=depth)
+        stage_bytes = share * np.bincount(stage_of_layer, weights=need, minlength=depth)
         if all((stage_bytes <= room[s.machines]).all() for s in splits):
             out.append((estimate, np.stack([s.machines[stage_of_layer] for s in splits])))
     return out
