@@ -5,7 +5,7 @@ over latency (:func:`~hulk_env.baselines.common.nearest_neighbour_chain`); every
 chain is split by the PipeDream/Alpa stage DP (:mod:`~hulk_env.baselines.stage_dp`), both ways
 round, and again without the chain's slow machines (:func:`~hulk_env.baselines.stage_dp.without_slow`),
 with replicas laid out as described in :mod:`~hulk_env.baselines.chains` (shared, blocks,
-interleaved, mirrored). Candidates are
+interleaved -- one replica or a group of them per block --, mirrored). Candidates are
 evaluated with the cost model, most promising (by the DP's estimate, replica layouts taking
 turns: :func:`~hulk_env.baselines.chains.rank_candidates`) first, and the fastest
 feasible one is returned. A DAG workload (encoder-decoder) is split in its topological order.
