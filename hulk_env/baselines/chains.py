@@ -156,10 +156,11 @@ def chain_stop(instance: Instance) -> Callable[[], Callable[[int, int], bool]]:
     The stage DP keeps at most ``L`` machines of a chain (one stage per machine), after dropping
     the machines too small for a layer (:func:`~hulk_env.baselines.stage_dp.split_chain`). A
     chain is therefore complete for every candidate once each residue class ``position mod D``
-    (the interleaved replicas' chains; a class mod any group count G dividing D is a union of
-    them) holds ``L`` machines that pass the strictest of those
+    (the interleaved replicas' chains) holds ``L`` machines that pass the strictest of those
     filters (``D`` replicas sharing, the median layer): *shared* and *interleaved* candidates
-    are then exactly those of the full chain, and *blocks* cut that prefix into ``D`` blocks.
+    are then exactly those of the full chain (a class mod a group count ``G`` dividing ``D`` is
+    a union of those classes, and its filter is looser), and *blocks* cut that prefix into ``G``
+    blocks.
     On clusters no larger than ``D x L`` machines (every benchmark suite) nothing changes.
     """
     d, n = instance.data_parallel, instance.num_layers
