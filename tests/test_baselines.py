@@ -22,7 +22,7 @@ from hulk_env.baselines.genome import Genome, crossover, decode, encode, mutate,
 from hulk_env.baselines.greedy import proportional_split
 from hulk_env.baselines.naive import naive
 from hulk_env.baselines.seeds import heuristic_seeds
-from hulk_env.baselines.stage_dp import cut_bytes, split_chain
+from hulk_env.baselines.stage_dp import MEMORY_SLACK, _band, _layers, cut_bytes, split_chain
 from hulk_env.cluster import get_cluster
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import layer_memory_bytes, stash_count
@@ -135,6 +135,32 @@ def test_stage_dp_matches_brute_force_over_contiguous_splits(seed, reverse):
             assert time_of(inst, splits[j].row[None]) == pytest.approx(best, rel=1e-9)
             assert np.array_equal(splits[j].machines, machines)
             assert np.all(np.diff(splits[j].stage_of_layer) >= 0)
+        else:
+            assert j not in splits
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_stage_dp_is_optimal_when_memory_bounds_a_stage_to_a_few_layers(seed):
+    # 7 machines each holding about a quarter of the 10 layers: the DP runs over a band of a few
+    # layers per stage (stage_dp._Band), not the whole table, and must still be exact.
+    rng = np.random.default_rng(seed)
+    inst = random_instance(200 + seed, m=7, n=10, slack=rng.uniform(1.6, 2.4), num_micro_batches=4)
+    chain = rng.permutation(7)
+    layers = _layers(inst, False)
+    free = inst.cluster.memory_bytes[chain] * (1 + MEMORY_SLACK)
+    assert _band(inst, layers, chain, free, 1, stash_count(inst, 7)).width < inst.num_layers - 3
+    found = split_chain(inst, chain, inst.cluster.memory_bytes)
+    splits = {s.num_stages: s for s in found if np.array_equal(s.machines, chain[: s.num_stages])}
+    assert splits
+    for j in range(1, 8):
+        best = np.inf
+        for cuts in itertools.combinations(range(1, 10), j - 1):
+            stage = np.zeros(10, dtype=np.int64)
+            for c in cuts:
+                stage[c:] += 1
+            best = min(best, cost.iteration_times(inst.cluster, inst.workload, chain[:j][stage][None, None]).penalised()[0])
+        if np.isfinite(best):
+            assert splits[j].estimate_s == pytest.approx(best, rel=1e-9)
         else:
             assert j not in splits
 

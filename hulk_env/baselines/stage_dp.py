@@ -29,6 +29,12 @@ result is the exact optimum (tested against brute force on small chains); on lon
 counts fall between grid points (on geo-v0, a grid of 24 found the same placements as 16; on
 hard-v0, at most 1.7% better).
 
+Cost: a stage holds at most ``width`` consecutive layers (the most that fit on the roomiest
+machine), so the DP runs over that band of spans (:class:`_Band`): ``O(K T L width)`` with ``T``
+thresholds, instead of ``O(K T L^2)`` -- same splits and estimates, bit for bit, as the full
+table (checked on the validation suites); a few layers wide on memory-tight models over long
+chains, where ``K = L``.
+
 Memory: 1F1B stashes ``min(m, depth)`` micro-batches, so the DP first assumes the deepest
 prefix's stash for every prefix (safe), then re-solves up to ``_MAX_RETRIES`` times for prefixes
 shorter than any that fit, with their own smaller stash.
@@ -210,11 +216,10 @@ def _split_filtered(
     if k_max < 1:
         return []
     chain = chain[:k_max]
-    tmax, tsum = _stage_times(instance, layers, chain, share)
     free = free[chain]
     # Conservative first: the most stash any prefix needs (1F1B stashes min(m, depth)).
     deepest = stash_count(instance, k_max)
-    found = _solve(tmax, tsum, _memory_ok(layers, free, share, deepest), instance, num_thresholds)
+    found = _solve(_band(instance, layers, chain, free, share, deepest), instance, num_thresholds)
     # A shallower 1F1B pipeline stashes less, so prefixes shorter than any found may still fit
     # with their own stash. Retry from the deepest such prefix down (a solve for J also gives
     # every shorter prefix, with J's stash, which is enough for them), a few times at most.
@@ -226,111 +231,150 @@ def _split_filtered(
         if j in found or s >= deepest or not room or retries == _MAX_RETRIES:
             continue
         retries += 1
-        ok = _memory_ok(layers, free[:j], share, s)
-        for count, split in _solve(tmax[:j], tsum[:j], ok, instance, num_thresholds).items():
+        # the first j machines' stage times as on the whole chain (stage j - 1 keeps its link)
+        band = _band(instance, layers, chain, free, share, s, stages=j)
+        for count, split in _solve(band, instance, num_thresholds).items():
             found.setdefault(count, split)
     return [Split(chain[:j], stage, est) for j, (stage, est) in sorted(found.items())]
 
 
-def _stage_times(
-    instance: Instance, layers: _Layers, chain: np.ndarray, share: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """``t_max`` and ``t_sum`` as ``[K, L + 1, L + 1]`` arrays indexed ``[stage, k, i]``.
+class _Band(NamedTuple):
+    """The stage times of every span that fits in memory, in band form.
 
-    Entry ``(j, k, i)`` is layers ``k..i-1`` on ``chain[j]``; spans with ``k >= i`` and stages
-    that end before ``L`` without a next machine are ``inf``.
+    A machine holds at most ``width`` consecutive layers (memory), so only spans ``k..i-1`` with
+    ``i - width <= k < i`` can be stages: entry ``[j, i, o]`` is the span ending before layer
+    ``i`` that starts at ``k = i - width + o`` on stage ``j``'s machine, ``inf`` where it does
+    not fit, ``k < 0``, or the stage ends before ``L`` without a next machine. On memory-tight
+    models over long chains the band is a few layers wide (4 of 49 on 512 x GPT-3 175B x 4,
+    instances), so the DP costs ``O(K T L width)`` instead of ``O(K T L^2)``; with every span
+    fitting it is the full table. Same values, same ties (least ``k`` first) as the full table.
+    """
+
+    width: int
+    span_max: np.ndarray  # [K, L + 1, width] t_max of the span, inf where it cannot be a stage
+    span_sum: np.ndarray  # [K, L + 1, width] t_sum of the span, inf where t_max is
+
+    def starts(self) -> np.ndarray:
+        """``[L + 1, width]`` the first layer ``k`` of each entry (negative: no span)."""
+        n1 = self.span_max.shape[1]
+        return np.arange(n1)[:, None] - self.width + np.arange(self.width)[None, :]
+
+
+def _band(
+    instance: Instance,
+    layers: _Layers,
+    chain: np.ndarray,
+    free: np.ndarray,
+    share: int,
+    stash: int,
+    stages: int | None = None,
+) -> _Band:
+    """The :class:`_Band` of the first ``stages`` machines of ``chain`` (default all; their
+    links as on the whole chain) with ``stash`` micro-batches stashed per layer; ``free``:
+    ``[K]`` bytes free on the chain's machines.
+
+    Per stage, with ``share`` replicas on the chain: ``t_max = max(share * t_c, t_x)`` and
+    ``t_sum = t_c + t_l`` (see the module docstring); memory ``share * need(k..i-1) <= free``.
     """
     c = instance.cluster
     n = instance.num_layers
-    k_len = len(chain)
+    k_len = len(chain) if stages is None else stages
+    need = np.concatenate([[0.0], np.cumsum(layers.need(stash))])
+    fits = share * (need[None, :] - need[:, None]) <= free[:k_len].max()  # [k, i] on the roomiest
+    k_fit, i_fit = np.nonzero(np.triu(fits, 1))
+    width = max(1, int((i_fit - k_fit).max()) if len(k_fit) else 1)
+    ends = np.arange(n + 1)[:, None]
+    first = ends - width + np.arange(width)[None, :]  # [i, o] -> k
+    valid = first >= 0
+    k = np.where(valid, first, 0)
     prefix = np.concatenate([[0.0], np.cumsum(layers.train_flops)])
-    span = prefix[None, :] - prefix[:, None]  # [k, i]
-    valid = np.triu(np.ones((n + 1, n + 1), dtype=bool), 1)
-    compute = span[None] / c.flops[chain][:, None, None]  # [K, k, i], one replica
+    compute = (prefix[ends] - prefix[k])[None] / c.flops[chain[:k_len]][:, None, None]  # [K, i, o]
+    ok = valid[None] & (share * (need[ends] - need[k])[None] <= free[:k_len, None, None])
     cut = layers.cut
     occupancy = np.full((k_len, n + 1), np.inf)
     latency = np.full((k_len, n + 1), np.inf)
     occupancy[:, n] = 0.0
     latency[:, n] = 0.0
-    if k_len > 1:
-        a, b = chain[:-1], chain[1:]
+    linked = min(k_len, len(chain) - 1)  # stages with a next machine
+    if linked > 0:
+        a, b = chain[:linked], chain[1 : linked + 1]
         fwd_bw, bwd_bw = c.bandwidth_bps[a, b], c.bandwidth_bps[b, a]
-        occupancy[:-1, :n] = share * cut[None, :n] / np.minimum(fwd_bw, bwd_bw)[:, None]
-        latency[:-1, :n] = (
+        occupancy[:linked, :n] = share * cut[None, :n] / np.minimum(fwd_bw, bwd_bw)[:, None]
+        latency[:linked, :n] = (
             2.0 * c.latency_s[a, b][:, None]
             + cut[None, :n] / fwd_bw[:, None]
             + cut[None, :n] / bwd_bw[:, None]
         )
-    tmax = np.maximum(share * compute, occupancy[:, None, :])
-    tsum = compute + latency[:, None, :]
-    tmax = np.where(valid[None], tmax, np.inf)
-    tsum = np.where(valid[None], tsum, np.inf)
-    return tmax, tsum
+    span_max = np.where(ok, np.maximum(share * compute, occupancy[:, :, None]), np.inf)
+    span_sum = np.where(np.isfinite(span_max), compute + latency[:, :, None], np.inf)
+    return _Band(width, span_max, span_sum)
 
 
-def _memory_ok(layers: _Layers, free: np.ndarray, share: int, stash: int) -> np.ndarray:
-    """``[K, L + 1, L + 1]`` whether layers ``k..i-1`` fit on stage ``j``'s machine."""
-    need = np.concatenate([[0.0], np.cumsum(layers.need(stash))])
-    span = share * (need[None, :] - need[:, None])
-    return span[None] <= free[:, None, None]
-
-
-def _thresholds(tmax: np.ndarray, ok: np.ndarray, count: int) -> np.ndarray:
+def _thresholds(band: _Band, count: int) -> np.ndarray:
     """Bottleneck thresholds: each stage count's optimal bottleneck, quantiles, and ``inf``."""
-    k_len, n1, _ = tmax.shape
-    allowed = np.where(ok, tmax, np.inf)
-    best = np.full(n1, np.inf)
-    best[0] = 0.0
-    optimal = []
-    for j in range(k_len):
-        best = np.maximum(best[:, None], allowed[j]).min(axis=0)
-        optimal.append(best[-1])
-    optimal = np.unique(np.asarray(optimal)[np.isfinite(optimal)])
+    span_max, width = band.span_max, band.width
+    k_len, n1, _ = span_max.shape
+    # best[width + i]: the least bottleneck of the stages so far up to layer i (inf before 0)
+    best = np.full(width + n1, np.inf)
+    best[width] = 0.0
+    window = _window_index(n1, width)
+    optimal = np.empty(k_len)
+    for j in range(k_len):  # min-max DP: the least bottleneck of j + 1 stages up to each layer
+        best[width:] = np.maximum(best[window], span_max[j]).min(axis=1)
+        optimal[j] = best[-1]
+    optimal = np.unique(optimal[np.isfinite(optimal)])
     if len(optimal) > count // 2:
         optimal = optimal[np.round(np.linspace(0, len(optimal) - 1, count // 2)).astype(int)]
-    finite = allowed[np.isfinite(allowed)]
+    finite = span_max[np.isfinite(span_max)]
     low = optimal.min() if len(optimal) else 0.0
     finite = finite[finite >= low]
     quantiles = np.quantile(finite, np.linspace(0, 1, count - len(optimal))) if len(finite) else []
     return np.unique(np.concatenate([optimal, quantiles, [np.inf]]))
 
 
-def _solve(
-    tmax: np.ndarray, tsum: np.ndarray, ok: np.ndarray, instance: Instance, count: int
-) -> dict[int, tuple[np.ndarray, float]]:
+def _window_index(n1: int, width: int) -> np.ndarray:
+    """``[L + 1, width]``: where entry ``[i, o]``'s first layer ``k = i - width + o`` sits in an
+    array padded with ``width`` entries in front."""
+    return np.arange(n1)[:, None] + np.arange(width)[None, :]
+
+
+def _solve(band: _Band, instance: Instance, count: int) -> dict[int, tuple[np.ndarray, float]]:
     """``J -> (stage_of_layer, estimate)``: the best split for every feasible ``J`` in ``1..K``."""
-    k_len, n1, _ = tmax.shape
+    k_len, n1, width = band.span_max.shape
     n = n1 - 1
-    thr = _thresholds(tmax, ok, count)
+    thr = _thresholds(band, count)
     t_len = len(thr)
-    cost_max = np.where(ok, tmax, np.inf)
-    # Infeasible spans are inf in both, so the inf threshold cannot admit them. [K, T, k, i]:
-    # each span's t_sum where its t_max is within each threshold, for all stages at once.
-    cost_sum = np.where(np.isfinite(cost_max), tsum, np.inf)
     limits = thr[:, None, None]
-    total = np.full((t_len, n1), np.inf)  # best sum of t_sum for the first i layers
-    total[:, 0] = 0.0
-    bottleneck = np.zeros((t_len, n1))  # the max t_max along that best path
+    # Padded with `width` entries in front (k < 0): the best sum of t_sum over the first i
+    # layers, and the max t_max along that best path.
+    total = np.full((t_len, width + n1), np.inf)
+    total[:, width] = 0.0
+    bottleneck = np.zeros((t_len, width + n1))
+    window = _window_index(n1, width)
     rows = np.arange(t_len)[:, None]
-    cols = np.arange(n1)[None, :]
-    args: list[np.ndarray] = []
+    ends = np.arange(n1)[None, :]
+    picks: list[tuple[np.ndarray, int]] = []  # per stage: the chosen o of every (T, i > j), w
     first_s = np.empty((k_len, t_len))  # P and B of the whole model on j + 1 stages
     bottleneck_s = np.empty((k_len, t_len))
     for j in range(k_len):
-        # Every stage holds a layer, so stage j starts at layer k >= j and ends at i >= j + 1:
-        # only that corner of the [k, i] table can be reached (a third of it when K ~ L).
-        span_max, span_sum = cost_max[j, j:, j + 1 :], cost_sum[j, j:, j + 1 :]
-        cand = np.where(span_max <= limits, span_sum, np.inf)  # [T, k - j, i - j - 1]
-        cand += total[:, j:, None]
-        best = cand.argmin(axis=1)  # [T, i - j - 1]
-        reached = np.full((t_len, n1), np.inf)
-        reached[:, j + 1 :] = cand[rows, best, cols[:, : n - j]]
-        arg = np.zeros((t_len, n1), dtype=np.int64)  # 0 where nothing is reached, as argmin of all-inf
-        arg[:, j + 1 :] = np.where(np.isfinite(reached[:, j + 1 :]), best + j, 0)
-        total = reached
-        bottleneck = np.maximum(bottleneck[rows, arg], cost_max[j][arg, cols])
-        args.append(arg)
-        first_s[j], bottleneck_s[j] = total[:, n], bottleneck[:, n]
+        # Every stage holds a layer, so stage j ends at i >= j + 1 and starts at k >= j: only
+        # the last w = min(width, n - j) entries of the band of those i can be reached.
+        w = min(width, n - j)
+        lo = width - w
+        # [T, i - j - 1, w]: each span's t_sum where its t_max is within each threshold, plus the
+        # best sum up to its first layer
+        span_max = band.span_max[j, j + 1 :, lo:]
+        cand = np.where(span_max <= limits, band.span_sum[j, j + 1 :, lo:], np.inf)
+        cand += total[:, window[j + 1 :, lo:]]
+        best = cand.argmin(axis=2)  # least o: least k among ties
+        i = ends[:, : n - j]
+        first = j + 1 + i + lo + best  # the first layer k of the chosen span, padded (+ width)
+        stage_max = span_max[i, best]
+        total[:, : width + j + 1] = np.inf
+        total[:, width + j + 1 :] = cand[rows, i, best]
+        bottleneck[:, width + j + 1 :] = np.maximum(bottleneck[rows, first], stage_max)
+        picks.append((best, w))
+        first_s[j], bottleneck_s[j] = total[:, -1], bottleneck[:, -1]
     # One pipeline-time call for every stage count and threshold.
     reached = np.isfinite(first_s).ravel()
     stash = np.repeat([stash_count(instance, j + 1) for j in range(k_len)], t_len)[:, None]
@@ -345,15 +389,17 @@ def _solve(
     for j in range(k_len):
         t = int(np.argmin(estimate[j]))
         if np.isfinite(estimate[j, t]):
-            out[j + 1] = (_backtrack(args[: j + 1], t, n), float(estimate[j, t]))
+            out[j + 1] = (_backtrack(picks[: j + 1], t, n), float(estimate[j, t]))
     return out
 
 
-def _backtrack(args: list[np.ndarray], t: int, n: int) -> np.ndarray:
+def _backtrack(picks: list[tuple[np.ndarray, int]], t: int, n: int) -> np.ndarray:
+    """``[L]`` the stage of each layer on the path that reaches layer ``n`` after the last pick."""
     stage = np.empty(n, dtype=np.int64)
     i = n
-    for j in range(len(args) - 1, -1, -1):
-        k = int(args[j][t, i])
+    for j in range(len(picks) - 1, -1, -1):
+        best, w = picks[j]
+        k = i - w + int(best[t, i - j - 1])  # entry i of stage j sits at i - j - 1
         stage[k:i] = j
         i = k
     return stage
