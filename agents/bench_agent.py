@@ -104,7 +104,7 @@ def bench_agent(
     """The shipped policy, its search polish and ``latency-chain-dp`` against the cached searches.
 
     Args:
-        suite: a suite with a shipped search reference (``unseen-v0``).
+        suite: a suite with a shipped search reference (``unseen-v0``, ``unseen-v1``).
         quick: only the instances of at most ``QUICK_MAX_MACHINES`` machines.
         log: called with one line per instance (progress), if given.
         methods: stand-ins for ``gnn-ppo`` and ``gnn-ppo+search`` (default: the shipped policy's).

@@ -13,7 +13,7 @@ from hulk_cli.output import clean_errors, console, print_figures, require_agent
 def bench_agent_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Only the instances of at most 64 machines (minutes).")] = False,
-    suite: Annotated[str, typer.Option("--suite", help="A suite with a shipped search reference.")] = "unseen-v0",
+    suite: Annotated[str, typer.Option("--suite", help="A suite with a shipped search reference: unseen-v0 or unseen-v1.")] = "unseen-v0",
 ) -> None:
     """Gaps of the shipped policy (greedy), its search polish and latency-chain-dp to the best of
     genetic and anneal at 50,000 evaluations each (cached), dead ends and decision times."""

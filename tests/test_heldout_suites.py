@@ -1,4 +1,4 @@
-"""unseen-v0, val-v0 and val-x-v0: held-out cities, the sizes and models the issue names, fixed draws."""
+"""unseen-v0, unseen-v1, val-v0 and val-x-v0: held-out cities, the sizes and models the issue names, fixed draws."""
 
 from __future__ import annotations
 
@@ -64,9 +64,17 @@ def val_x():
     return load_suite("val-x-v0")
 
 
-@pytest.mark.parametrize("suite, cities", [("unseen-v0", UNSEEN_CITIES), ("val-v0", VALIDATION_CITIES), ("val-x-v0", VALIDATION_CITIES)])
-def test_heldout_clusters_use_only_their_cities_and_fit(suite, cities, unseen, val, val_x):
-    instances = {"unseen-v0": unseen, "val-v0": val, "val-x-v0": val_x}[suite]
+@pytest.fixture(scope="module")
+def unseen_v1():
+    return load_suite("unseen-v1")
+
+
+@pytest.mark.parametrize(
+    "suite, cities",
+    [("unseen-v0", UNSEEN_CITIES), ("unseen-v1", UNSEEN_CITIES), ("val-v0", VALIDATION_CITIES), ("val-x-v0", VALIDATION_CITIES)],
+)
+def test_heldout_clusters_use_only_their_cities_and_fit(suite, cities, unseen, unseen_v1, val, val_x):
+    instances = {"unseen-v0": unseen, "unseen-v1": unseen_v1, "val-v0": val, "val-x-v0": val_x}[suite]
     for inst in instances:
         assert set(inst.cluster.regions) <= set(cities), inst.instance_id
         assert not set(inst.cluster.regions) & set(TRAINING_CITIES)
@@ -86,6 +94,17 @@ def test_val_x_v0_has_unseen_v0s_cases_on_other_clusters(unseen, val_x):
         (i.num_machines, i.workload.name, i.data_parallel) for i in unseen
     ]
     assert not {instance_fingerprint(i) for i in val_x} & {instance_fingerprint(i) for i in unseen}
+
+
+def test_unseen_v1_is_a_fresh_draw_of_unseen_v0s_cases(unseen, unseen_v1, val_x):
+    """The second test draw: the same cases over the same unseen cities, other clusters, with a
+    shipped search reference (so ``hulk bench agent --suite unseen-v1`` runs in minutes)."""
+    assert [(i.num_machines, i.workload.name, i.data_parallel) for i in unseen_v1] == [
+        (i.num_machines, i.workload.name, i.data_parallel) for i in unseen
+    ]
+    prints = {instance_fingerprint(i) for i in unseen_v1}
+    assert len(prints) == 22 and not prints & {instance_fingerprint(i) for i in unseen + val_x}
+    assert sorted(load_reference("unseen-v1", instances=unseen_v1)) == sorted(i.instance_id for i in unseen_v1)
 
 
 def test_heldout_suites_never_drift(unseen):

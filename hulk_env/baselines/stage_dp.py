@@ -245,7 +245,7 @@ class _Band(NamedTuple):
     ``i - width <= k < i`` can be stages: entry ``[j, i, o]`` is the span ending before layer
     ``i`` that starts at ``k = i - width + o`` on stage ``j``'s machine, ``inf`` where it does
     not fit, ``k < 0``, or the stage ends before ``L`` without a next machine. On memory-tight
-    models over long chains the band is a few layers wide (4 of 49 on 512 x GPT-3 175B x 4,
+    models over long chains the band is a few layers wide (4 of 49 on 512 x GPT-3 175B x 4
     instances), so the DP costs ``O(K T L width)`` instead of ``O(K T L^2)``; with every span
     fitting it is the full table. Same values, same ties (least ``k`` first) as the full table.
     """

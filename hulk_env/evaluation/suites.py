@@ -17,6 +17,9 @@ Suites (a suite's instances never change under its name; a new design gets a new
 ``unseen-v0``  22 clusters of 8-512 machines over ``UNSEEN_CITIES`` (never in an agent's training
                pool) x GPT-3 1.3B-175B and LLaMA-65B, D in {1, 2, 4}; 9 memory-tight (the model
                needs 45-90% of all memory, up to 256 machines). What agents are reported on.
+``unseen-v1``  ``unseen-v0``'s 22 cases drawn again over ``UNSEEN_CITIES`` from another seed: a fresh
+               test draw, for a change of an agent's settings after ``unseen-v0`` had already been
+               used to judge such a change (reported beside ``unseen-v0``, never tuned on).
 ``val-v0``     12 clusters of 8-256 machines over ``VALIDATION_CITIES``, built the same way from
                other seeds: where agents choose checkpoints and settings, never on ``unseen-v0``.
 ``val-x-v0``   ``unseen-v0``'s 22 cases (8-512 machines, 9 memory-tight) drawn over
@@ -147,6 +150,7 @@ UNSEEN_V0_CASES = (
     (512, "gpt3-1.3b", 4, False), (512, "gpt3-13b", 2, False), (512, "llama-65b", 4, False),
     (512, "gpt3-175b", 4, False),
 )  # fmt: skip
+UNSEEN_V1_SEED = 20248  # unseen-v1: UNSEEN_V0_CASES drawn again over the unseen cities
 VAL_X_V0_SEED = 20246  # val-x-v0: UNSEEN_V0_CASES over the validation cities
 VAL_XL_V0_SEED = 20247  # val-xl-v0: 3 more draws of UNSEEN_V0_CASES over the validation cities
 VAL_XL_V0_DRAWS = 3
@@ -164,6 +168,7 @@ SUITES: dict[str, str] = {
     "hard-v0": f"{HARD_V0_SIZE} memory-tight, cross-continent instances",
     "paper-v0": f"the paper's 47 machines x {len(PAPER_V0_CASES)} model/D cases",
     "unseen-v0": f"{len(UNSEEN_V0_CASES)} clusters (8-512 machines) over cities outside every training pool",
+    "unseen-v1": f"{len(UNSEEN_V0_CASES)} clusters (8-512 machines): unseen-v0's cases drawn again over its cities",
     "val-v0": f"{len(VAL_V0_CASES)} clusters (8-256 machines) over the validation cities (checkpoint selection)",
     "val-x-v0": f"{len(UNSEEN_V0_CASES)} clusters (8-512 machines) over the validation cities, unseen-v0's cases",
     "val-xl-v0": f"{VAL_XL_V0_DRAWS * len(UNSEEN_V0_CASES)} clusters: {VAL_XL_V0_DRAWS} more draws of val-x-v0's cases (start settings)",
@@ -195,6 +200,8 @@ def load_suite(name: str, hulk_data: str | Path | None = None) -> list[Instance]
         return _hard_v0()
     if key == "unseen-v0":
         return _heldout_suite(UNSEEN_V0_CASES, UNSEEN_V0_SEED, UNSEEN_CITIES, "unseen-v0")
+    if key == "unseen-v1":
+        return _heldout_suite(UNSEEN_V0_CASES, UNSEEN_V1_SEED, UNSEEN_CITIES, "unseen-v1")
     if key == "val-v0":
         return _heldout_suite(VAL_V0_CASES, VAL_V0_SEED, VALIDATION_CITIES, "val-v0")
     if key == "val-x-v0":
