@@ -74,7 +74,8 @@ from hulk_env.instance import Instance
 # fewer plans. Network + region-of-the-best starts: 4 + 2 (was shipped) 1.0841, median 0.60 s,
 # max 4.28 s; 6 + 2: 1.0538, 0.64 s, 4.92 s; 8 + 2: 1.0389, 0.70 s, 4.58 s; 12 + 0: 1.0204,
 # 1.04 s (over 1.5x), 7.03 s; 8 + 4: **1.0372**, 0.78 s, 4.78 s (chosen; better than 4 + 2 on 25
-# instances, worse on 4). Reported on unseen-v0 and unseen-v1 whatever they gave.
+# instances, worse on 4). Reported on unseen-v0 and unseen-v1 whatever they gave: policy gap
+# 0.0557 -> 0.0243 and 0.1097 -> 0.0825. gnn-ppo+search keeps 4 + 2 (methods.POLISH_STARTS).
 START_CANDIDATES = 8
 BOUND_STARTS = 0
 REFINE_STARTS = 4
