@@ -254,11 +254,6 @@ class _Band(NamedTuple):
     span_max: np.ndarray  # [K, L + 1, width] t_max of the span, inf where it cannot be a stage
     span_sum: np.ndarray  # [K, L + 1, width] t_sum of the span, inf where t_max is
 
-    def starts(self) -> np.ndarray:
-        """``[L + 1, width]`` the first layer ``k`` of each entry (negative: no span)."""
-        n1 = self.span_max.shape[1]
-        return np.arange(n1)[:, None] - self.width + np.arange(self.width)[None, :]
-
 
 def _band(
     instance: Instance,
@@ -284,7 +279,7 @@ def _band(
     k_fit, i_fit = np.nonzero(np.triu(fits, 1))
     width = max(1, int((i_fit - k_fit).max()) if len(k_fit) else 1)
     ends = np.arange(n + 1)[:, None]
-    first = ends - width + np.arange(width)[None, :]  # [i, o] -> k
+    first = _window_index(n + 1, width) - width  # [i, o] -> k
     valid = first >= 0
     k = np.where(valid, first, 0)
     prefix = np.concatenate([[0.0], np.cumsum(layers.train_flops)])
