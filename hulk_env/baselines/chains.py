@@ -28,7 +28,13 @@ from collections.abc import Callable
 import numpy as np
 
 from hulk_env.baselines.common import NeighbourOrder, dedupe_placements
-from hulk_env.baselines.stage_dp import MEMORY_SLACK, Split, memory_floors, split_chain
+from hulk_env.baselines.stage_dp import (
+    MEMORY_SLACK,
+    Split,
+    memory_floors,
+    split_chain,
+    split_chains,
+)
 from hulk_env.feasibility import layer_memory_bytes, stash_count
 from hulk_env.instance import Instance
 
@@ -72,14 +78,20 @@ def chain_candidates(
     free = instance.cluster.memory_bytes
     out: list[Candidate] = []
     for reverse in orientations:
-        found = [(split.estimate_s, np.tile(split.row, (d, 1))) for split in split_chain(instance, chain, free, share=d, reverse=reverse)]
+        # Every layout's chains, split in one call (their DPs solved together): the whole chain
+        # shared by all replicas, then per group count its blocks and its interleaved chains.
+        layouts: list[tuple[list[np.ndarray], int]] = [([chain], d)]
         for groups in group_counts(d):
             if len(chain) >= groups:
                 size = len(chain) // groups
                 blocks = [chain[g * size : (g + 1) * size] for g in range(groups)]
-                share = d // groups
-                found += replica_chain_candidates(instance, blocks, reverse, share)
-                found += replica_chain_candidates(instance, [chain[g::groups] for g in range(groups)], reverse, share)
+                layouts += [(blocks, d // groups), ([chain[g::groups] for g in range(groups)], d // groups)]
+        splits = split_chains(instance, [c for chains, _ in layouts for c in chains], free, [s for chains, s in layouts for _ in chains], reverse=reverse)
+        found = [(split.estimate_s, np.tile(split.row, (d, 1))) for split in splits[0]]
+        at = 1
+        for chains, share in layouts[1:]:
+            found += replica_chain_candidates(instance, chains, reverse, share, splits[at : at + len(chains)])
+            at += len(chains)
         # Mirrors only where no whole-replica layout fits (also on chains shorter than D: replicas
         # may share a machine's leftover memory): built everywhere they cost ~20% of a plan's
         # time and, on the validation instances, won only where nothing else fitted.
@@ -188,7 +200,7 @@ def group_counts(data_parallel: int) -> list[int]:
 
 
 def replica_chain_candidates(
-    instance: Instance, chains: list[np.ndarray], reverse: bool = False, share: int = 1
+    instance: Instance, chains: list[np.ndarray], reverse: bool = False, share: int = 1, splits: list[list[Split]] | None = None
 ) -> list[Candidate]:
     """Replica group ``g`` split over ``chains[g]`` (the chains must not share machines), each
     group ``share`` replicas on the same machines (``len(chains) * share`` replicas in all).
@@ -198,10 +210,12 @@ def replica_chain_candidates(
     (:func:`aligned_candidates`), plus each replica at its own best stage count; once with the splits of the
     replicas' whole chains, once with the best of those and of the chains without their slow
     machines (the DP's estimate leaves out gradient sync, so the faster-looking split of a
-    count is not always the faster layout: both are kept for the cost model).
+    count is not always the faster layout: both are kept for the cost model). ``splits``: the
+    chains' :func:`~hulk_env.baselines.stage_dp.split_chains` with ``share``, when the caller
+    has them (solved together with other chains').
     """
-    free = instance.cluster.memory_bytes
-    splits = [split_chain(instance, ch, free, share=share, reverse=reverse) for ch in chains]
+    if splits is None:
+        splits = split_chains(instance, chains, instance.cluster.memory_bytes, [share] * len(chains), reverse=reverse)
     out: list[Candidate] = []
     groups = [[[s for s in found if not s.skips_slow] for found in splits]]
     if any(s.skips_slow for found in splits for s in found):
