@@ -2,13 +2,14 @@
 
 * ``gnn-ppo`` -- the pretrained generalist policy shipped in the package
   (``agents/pretrained/gnn-ppo/``: weights only, with its config and training command), greedy:
-  one masked rollout of ``hulk/Placement-v1`` at the instance's own size, from the first-slot
-  machine whose stage-DP plan is fastest among the network's best
-  :data:`agents.inference.START_CANDIDATES` (one per region first) and
-  :data:`agents.inference.REFINE_STARTS` more in the region of the fastest of those, that plan a
-  candidate too (:func:`agents.inference.planned_greedy`). With a
-  ``budget`` it also samples ``budget - 1`` rollouts and keeps the best;
-* ``gnn-ppo+search`` -- the policy's greedy placement (and plan) and :data:`POLISH_SAMPLES` sampled ones,
+  the fastest stage-DP plan from the network's best first-slot machines
+  (:data:`agents.inference.START_CANDIDATES`, one per region first, and
+  :data:`agents.inference.REFINE_STARTS` more in the region of the fastest of those) or the naive
+  placement; where no plan fits, one masked rollout of ``hulk/Placement-v1`` at the instance's
+  own size (:func:`agents.inference.planned_greedy`, :data:`agents.inference.ALWAYS_ROLLOUT`).
+  With a ``budget`` it also samples ``budget - 1`` rollouts and keeps the best;
+* ``gnn-ppo+search`` -- the policy's greedy rollout (from its best plan's start), that plan and
+  :data:`POLISH_SAMPLES` sampled rollouts,
   each also *re-cut*: its machines kept in their pipeline order, the layers split again by the
   stage DP (:func:`hulk_env.baselines.chains.recut_candidates`, the policy's most common error
   being a stage boundary), and ``latency-chain-dp``'s chains started from the machines they
@@ -103,7 +104,7 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
     with cost.count_evals() as counter:
         done = sampled_rollouts(
             loaded.policy, instance, lookahead_of(loaded.meta), seed, POLISH_SAMPLES, POLISH_TEMPERATURE,
-            plan_of(loaded.meta), POLISH_STARTS, loaded.ranker, POLISH_REFINE,
+            plan_of(loaded.meta), POLISH_STARTS, loaded.ranker, POLISH_REFINE, always_rollout=True,
         )  # fmt: skip
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
         chains = chain_starts(instance, starts, int(CHAIN_SHARE * total))
