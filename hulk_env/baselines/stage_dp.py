@@ -381,6 +381,8 @@ def _stacked(bands: list[_Band]) -> _Band:
     """The bands as one ``[B, K, L + 1, width]`` band: padded with ``inf`` (no stage) to the
     deepest band's stages and in front to the widest band's width (spans starting further back),
     which changes no band's minima or ties."""
+    if len(bands) == 1:
+        return _Band(bands[0].width, bands[0].span_max[None], bands[0].span_sum[None])
     width = max(b.width for b in bands)
     k_len = max(len(b.span_max) for b in bands)
     n1 = bands[0].span_max.shape[1]
