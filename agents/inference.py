@@ -292,14 +292,14 @@ def refine_in_region(ranked: list[int], regions: list[str], times_s: dict[int, f
 
 
 def choose_starts(
-    ranked: list[int], regions: list[str], starts: int, refine: int, time_of: Any, bounded: Sequence[int] = (), bound_starts: int = 0
+    ranked: list[int], regions: list[str], starts: int, refine: int, times_of: Any, bounded: Sequence[int] = (), bound_starts: int = 0
 ) -> list[int]:
     """The greedy decision's start machines: ``starts`` of ``ranked``, one per region first
     (:func:`distinct_regions_first`), then the first ``bound_starts`` of ``bounded`` (the
     machines by their bottleneck bound, :func:`agents.start_bound.bound_ranked`) not among
     them, then ``refine`` more in the region whose start's plan was fastest
-    (:func:`refine_in_region`). ``time_of(start)``: that start's plan time (``inf`` for none),
-    called once per start in this order.
+    (:func:`refine_in_region`). ``times_of(starts)``: those starts' plan times (``inf`` for
+    none), called once with the first round's starts, in this order.
 
     Why a second ranking: the network rates machines by their own and their neighbours'
     features and can miss where a whole chain's capacity decides (a region's few large GPUs);
@@ -310,7 +310,7 @@ def choose_starts(
     """
     first = distinct_regions_first(ranked, regions, starts)
     first += [s for s in bounded if s not in first][:bound_starts]
-    times = {s: float(time_of(s)) for s in first}
+    times = dict(zip(first, (float(t) for t in times_of(first)), strict=True))
     return first + refine_in_region(ranked, regions, times, refine)
 
 
@@ -340,8 +340,9 @@ def planned_greedy(
     ranked = ranked_first_slots(policy if ranker is None else ranker, env, instance)
     regions = [m.region for m in instance.cluster.machines]
     bounded = bound_ranked(instance, ranked) if bound_starts > 0 else []
-    candidates = choose_starts(ranked, regions, starts, refine, lambda s: plan_time(env, instance, s), bounded, bound_starts)
-    forward = {s: env.plan_for(instance, s) for s in candidates}  # cached by plan_time
+    candidates = choose_starts(ranked, regions, starts, refine, lambda first: plan_times(env, instance, first), bounded, bound_starts)
+    plan_times(env, instance, candidates)  # the second round's plans, built together
+    forward = dict(zip(candidates, env.plans_for(instance, candidates), strict=True))  # cached by plan_times
     plans = [(s, p) for s, p in forward.items() if p is not None]
     # Where no forward split of a start's chain fits (memory-tight instances), its reverse split
     # may: a candidate only, the observation keeps the forward plans the policy was trained on.
@@ -360,11 +361,15 @@ def planned_greedy(
     return out + [naive]
 
 
-def plan_time(env: Any, instance: Instance, start: int) -> float:
-    """The plan time from ``start`` as the decision ranks starts: forward, else reverse, else inf
-    (``env``: an :func:`instance_env` with the plan, whose cache keeps both plans)."""
-    plan = env.plan_for(instance, start) or env.plan_for(instance, start, reverse=True)
-    return math.inf if plan is None else plan.iteration_time_s
+def plan_times(env: Any, instance: Instance, starts: list[int]) -> list[float]:
+    """The plan time from each start as the decision ranks starts: forward, else reverse, else
+    inf (``env``: an :func:`instance_env` with the plan, whose cache keeps both plans; the plans
+    of all the starts are built together: :meth:`agents.plan.PlanHint.plans_for`)."""
+    forward = env.plans_for(instance, starts)
+    tight = [s for s, p in zip(starts, forward, strict=True) if p is None]
+    backward = dict(zip(tight, env.plans_for(instance, tight, reverse=True), strict=True))
+    plans = [p if p is not None else backward[s] for s, p in zip(starts, forward, strict=True)]
+    return [math.inf if p is None else p.iteration_time_s for p in plans]
 
 
 @contextmanager

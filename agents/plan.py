@@ -34,7 +34,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from hulk_env.baselines.chains import chain_candidates, chain_stop, rank_candidates
+from hulk_env.baselines.chains import chain_stop, chains_candidates, rank_candidates
 from hulk_env.baselines.common import (
     Evaluator,
     NeighbourOrder,
@@ -76,18 +76,30 @@ def plan_from(
     prefix). Such a plan does not begin on ``start``, so it is a decision candidate only, never
     the observation; it can fit where no forward split does, when the embedding and the head
     need different memory."""
-    chain = nearest_neighbour_chain(instance, int(start), order=order, stop=chain_stop(instance)())
-    found = chain_candidates(instance, chain, orientations=(bool(reverse),), order=order)
-    ranked = rank_candidates(found)
-    if not reverse:
-        ranked = [p for p in ranked if p[0, 0] == start]
-    if not ranked:
-        return None
-    times = evaluate_candidates(Evaluator(instance, max_evals), ranked[:max_evals])
-    best = int(np.argmin(times))
-    if not np.isfinite(times[best]):
-        return None
-    return Plan(np.asarray(ranked[best], dtype=np.int64), float(times[best]))
+    return plans_from(instance, [start], max_evals, order, reverse)[0]
+
+
+def plans_from(
+    instance: Instance,
+    starts: list[int],
+    max_evals: int = PLAN_EVALS,
+    order: NeighbourOrder | None = None,
+    reverse: bool = False,
+) -> list[Plan | None]:
+    """:func:`plan_from` of every start, the same plans, with the stage DPs of all their chains
+    solved together (:func:`~hulk_env.baselines.chains.chains_candidates`); each plan evaluates
+    its own candidates (at most ``max_evals``)."""
+    order = order or NeighbourOrder(instance)
+    chains = [nearest_neighbour_chain(instance, int(s), order=order, stop=chain_stop(instance)()) for s in starts]
+    out: list[Plan | None] = []
+    for start, found in zip(starts, chains_candidates(instance, chains, orientations=(bool(reverse),), order=order), strict=True):
+        ranked = rank_candidates(found)
+        if not reverse:
+            ranked = [p for p in ranked if p[0, 0] == start]
+        times = evaluate_candidates(Evaluator(instance, max_evals), ranked[:max_evals]) if ranked else np.empty(0)
+        best = int(np.argmin(times)) if len(times) else 0
+        out.append(Plan(np.asarray(ranked[best], dtype=np.int64), float(times[best])) if len(times) and np.isfinite(times[best]) else None)
+    return out
 
 
 def better_of_plan(instance: Instance, placement: np.ndarray, time_s: float) -> tuple[np.ndarray, float, bool]:
@@ -136,16 +148,21 @@ class PlanHint(gym.Wrapper):
     def plan_for(self, instance: Instance, start: int, reverse: bool = False) -> Plan | None:
         """:func:`plan_from` ``(instance, start, reverse=reverse)``, cached (with ``reverse``
         false: what the observation shows once the first slot is on ``start``)."""
+        return self.plans_for(instance, [start], reverse)[0]
+
+    def plans_for(self, instance: Instance, starts: list[int], reverse: bool = False) -> list[Plan | None]:
+        """:meth:`plan_for` of every start, those not cached built together (:func:`plans_from`)."""
         entry = self._cache.get(id(instance))
         if entry is None or entry[0] is not instance:
             if len(self._cache) >= _CACHE_INSTANCES:
                 self._cache.clear()
             entry = self._cache[id(instance)] = (instance, NeighbourOrder(instance), {})
         _, order, plans = entry
-        key = (int(start), bool(reverse))
-        if key not in plans:
-            plans[key] = plan_from(instance, key[0], order=order, reverse=key[1])
-        return plans[key]
+        missing = list(dict.fromkeys(int(s) for s in starts if (int(s), bool(reverse)) not in plans))
+        if missing:
+            for s, planned in zip(missing, plans_from(instance, missing, order=order, reverse=bool(reverse)), strict=True):
+                plans[(s, bool(reverse))] = planned
+        return [plans[(int(s), bool(reverse))] for s in starts]
 
     def _observe(self, obs: dict[str, np.ndarray], ended: bool) -> dict[str, np.ndarray]:
         hint = np.zeros(self.env.unwrapped.max_machines, dtype=np.float32)

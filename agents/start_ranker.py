@@ -69,17 +69,17 @@ class StartLabels(NamedTuple):
 
 def start_times(instance: Instance, env: Any = None) -> np.ndarray:
     """``[M]`` the iteration time of the plan from each allowed first-slot machine
-    (:func:`agents.inference.plan_time`: forward, else reverse, as the decision ranks starts),
+    (:func:`agents.inference.plan_times`: forward, else reverse, as the decision ranks starts),
     ``inf`` where the mask forbids the machine or no plan fits. ``env``: an
     :func:`agents.inference.instance_env` with the plan (its plan cache is reused)."""
-    from agents.inference import instance_env, plan_time
+    from agents.inference import instance_env, plan_times
 
     env = instance_env(instance, lookahead=False, plan=True) if env is None else env
     env.reset(options={"instance": instance})
     allowed = np.asarray(env.action_masks(), dtype=bool)[: instance.num_machines]
     out = np.full(instance.num_machines, np.inf)
-    for s in np.flatnonzero(allowed):
-        out[s] = plan_time(env, instance, int(s))
+    starts = [int(s) for s in np.flatnonzero(allowed)]
+    out[starts] = plan_times(env, instance, starts)
     return out
 
 
@@ -202,7 +202,7 @@ def top_starts(
     scores = np.asarray(scores, dtype=np.float64)
     ranked = [int(i) for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
     times = np.full(len(scores), np.inf) if times_s is None else np.asarray(times_s, dtype=np.float64)
-    return choose_starts(ranked, list(regions), k, refine if times_s is not None else 0, times.__getitem__, bounded, bound)
+    return choose_starts(ranked, list(regions), k, refine if times_s is not None else 0, lambda first: times[first], bounded, bound)
 
 
 def regret(

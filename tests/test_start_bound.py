@@ -65,6 +65,6 @@ def test_the_decision_adds_the_best_bounded_starts_it_does_not_have():
     regions = ["a", "a", "b", "b", "c"]
     ranked = [0, 1, 2, 3, 4]  # the network's order
     asked = []
-    chosen = choose_starts(ranked, regions, 2, 0, lambda s: asked.append(s) or 1.0, bounded=[3, 0, 4, 1], bound_starts=2)
+    chosen = choose_starts(ranked, regions, 2, 0, lambda first: asked.extend(first) or [1.0] * len(first), bounded=[3, 0, 4, 1], bound_starts=2)
     assert chosen == [0, 2, 3, 4] and asked == chosen  # 0 is the network's already: skipped
-    assert choose_starts(ranked, regions, 2, 0, lambda s: 1.0) == [0, 2]  # no bound: as before
+    assert choose_starts(ranked, regions, 2, 0, lambda first: [1.0] * len(first)) == [0, 2]  # no bound: as before

@@ -164,7 +164,7 @@ def test_the_second_round_of_starts_stays_in_the_region_of_the_fastest_plan():
     assert refine_in_region(ranked, regions, {0: 1.0, 2: 1.0}, 1) == [1]  # ties: the earlier start's region
     assert refine_in_region(ranked, regions, {0: math.inf}, 2) == []  # no plan anywhere: nothing to refine
     asked = []
-    chosen = choose_starts(ranked, regions, 2, 2, lambda s: asked.append(s) or {0: 2.0, 2: 1.5}[s])
+    chosen = choose_starts(ranked, regions, 2, 2, lambda first: asked.extend(first) or [{0: 2.0, 2: 1.5}[s] for s in first])
     assert asked == [0, 2] and chosen == [0, 2, 3, 6]
     # the regret of a setting is that of its chosen starts
     scores = -np.argsort(ranked).astype(float)  # scores that rank the machines as ``ranked``

@@ -73,31 +73,49 @@ def chain_candidates(
     ``order``: the instance's shared :class:`~hulk_env.baselines.common.NeighbourOrder`, used
     by the *mirrored* candidates (built for an orientation only when no other layout fits).
     """
+    return chains_candidates(instance, [chain], orientations, order)[0]
+
+
+def chains_candidates(
+    instance: Instance,
+    chains: list[np.ndarray],
+    orientations: tuple[bool, ...] = (False, True),
+    order: NeighbourOrder | None = None,
+) -> list[list[Candidate]]:
+    """:func:`chain_candidates` of every chain, the same candidates, with the stage DPs of all
+    the chains' layouts solved together (:func:`~hulk_env.baselines.stage_dp.split_chains`)."""
     d = instance.data_parallel
-    chain = np.asarray(chain, dtype=np.int64)
-    free = instance.cluster.memory_bytes
-    out: list[Candidate] = []
+    chains = [np.asarray(chain, dtype=np.int64) for chain in chains]
+    out: list[list[Candidate]] = [[] for _ in chains]
     for reverse in orientations:
-        # Every layout's chains, split in one call (their DPs solved together): the whole chain
-        # shared by all replicas, then per group count its blocks and its interleaved chains.
-        layouts: list[tuple[list[np.ndarray], int]] = [([chain], d)]
-        for groups in group_counts(d):
-            if len(chain) >= groups:
-                size = len(chain) // groups
-                blocks = [chain[g * size : (g + 1) * size] for g in range(groups)]
-                layouts += [(blocks, d // groups), ([chain[g::groups] for g in range(groups)], d // groups)]
-        splits = split_chains(instance, [c for chains, _ in layouts for c in chains], free, [s for chains, s in layouts for _ in chains], reverse=reverse)
-        found = [(split.estimate_s, np.tile(split.row, (d, 1))) for split in splits[0]]
-        at = 1
-        for chains, share in layouts[1:]:
-            found += replica_chain_candidates(instance, chains, reverse, share, splits[at : at + len(chains)])
-            at += len(chains)
-        # Mirrors only where no whole-replica layout fits (also on chains shorter than D: replicas
-        # may share a machine's leftover memory): built everywhere they cost ~20% of a plan's
-        # time and, on the validation instances, won only where nothing else fitted.
-        if d > 1 and not found:
-            found = mirrored_candidates(instance, chain, reverse, order)
-        out += found
+        # Every layout's chains, split in one call: per chain, the whole chain shared by all
+        # replicas, then per group count its blocks and its interleaved chains.
+        layouts = [_layouts(chain, d) for chain in chains]
+        parts = [(part, share) for per_chain in layouts for group, share in per_chain for part in group]
+        splits = iter(split_chains(instance, [p for p, _ in parts], instance.cluster.memory_bytes, [s for _, s in parts], reverse=reverse))
+        for c, per_chain in enumerate(layouts):
+            found = [(split.estimate_s, np.tile(split.row, (d, 1))) for split in next(splits)]
+            for group, share in per_chain[1:]:
+                found += replica_chain_candidates(instance, group, reverse, share, [next(splits) for _ in group])
+            # Mirrors only where no whole-replica layout fits (also on chains shorter than D:
+            # replicas may share a machine's leftover memory): built everywhere they cost ~20%
+            # of a plan's time and, on the validation instances, won only where nothing else fitted.
+            if d > 1 and not found:
+                found = mirrored_candidates(instance, chains[c], reverse, order)
+            out[c] += found
+    return out
+
+
+def _layouts(chain: np.ndarray, data_parallel: int) -> list[tuple[list[np.ndarray], int]]:
+    """The chains of :func:`chain_candidates`' layouts, each with its replicas per chain: the
+    whole chain (all replicas), then per group count ``G`` its ``G`` blocks and its ``G``
+    interleaved chains (``D / G`` replicas each)."""
+    out: list[tuple[list[np.ndarray], int]] = [([chain], data_parallel)]
+    for groups in group_counts(data_parallel):
+        if len(chain) >= groups:
+            size = len(chain) // groups
+            blocks = [chain[g * size : (g + 1) * size] for g in range(groups)]
+            out += [(blocks, data_parallel // groups), ([chain[g::groups] for g in range(groups)], data_parallel // groups)]
     return out
 
 
