@@ -179,9 +179,9 @@ def test_a_saved_plan_policy_loads_and_places_with_its_plan(tmp_path):
 def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, bound):
     """The greedy decision of a plan policy: the network ranks the first slot's machines, the
     plans from its best few (one per region first; with ``bound``, then the best few by the
-    bottleneck bound not among them; then 2 more in the region of the fastest) are built, the
-    rollout starts where the plan is fastest, and that plan and the naive placement are
-    candidates beside the rollout."""
+    bottleneck bound not among them; then 2 more in the region of the fastest) are built, and
+    the fastest plan and the naive placement are the candidates; with ``always_rollout`` the
+    rollout that starts where the plan is fastest too."""
     from agents.inference import (
         distinct_regions_first,
         first_slot_candidates,
@@ -214,17 +214,20 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, boun
         plans |= {s: plan_from(inst, s) for s in more}
         candidates = candidates + more
         fastest = min((p.iteration_time_s for p in plans.values() if p is not None), default=np.inf)
-        done = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound)
+        decided = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound)
         built = {start for start, reverse in env._cache[id(inst)][2] if not reverse}
         assert built == set(candidates)  # a plan from every candidate, no other
+        assert [r.source for r in decided] == ["plan", "naive"]  # a forward plan fits: no rollout
+        done = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound, always_rollout=True)
         assert done[0].placement[0, 0] in candidates  # the rollout starts on a candidate...
         assert plans[int(done[0].placement[0, 0])].iteration_time_s == fastest  # ...with the fastest plan
         rolled, plan, naive = done
         assert plan.iteration_time_s == fastest and np.array_equal(plan.placement, plans[int(rolled.placement[0, 0])].placement)
+        assert all(np.array_equal(a.placement, b.placement) for a, b in zip(decided, done[1:], strict=True))
         assert np.array_equal(naive.placement, naive_placement(inst)) and naive.iteration_time_s == pytest.approx(_time(inst, naive.placement))
         forced = rollout(net, env, inst, first=candidates[-1])
         assert forced.placement[0, 0] == candidates[-1]
-        again = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound)
+        again = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound, always_rollout=True)
     assert all(np.array_equal(a.placement, b.placement) for a, b in zip(done, again, strict=True))
 
 
