@@ -22,7 +22,7 @@ from hulk_env.baselines.genome import Genome, crossover, decode, encode, mutate,
 from hulk_env.baselines.greedy import proportional_split
 from hulk_env.baselines.naive import naive
 from hulk_env.baselines.seeds import heuristic_seeds
-from hulk_env.baselines.stage_dp import MEMORY_SLACK, _band, _layers, cut_bytes, split_chain
+from hulk_env.baselines.stage_dp import MEMORY_SLACK, _layers, _Spec, _width, cut_bytes, split_chain
 from hulk_env.cluster import get_cluster
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import layer_memory_bytes, stash_count
@@ -148,7 +148,7 @@ def test_stage_dp_is_optimal_when_memory_bounds_a_stage_to_a_few_layers(seed):
     chain = rng.permutation(7)
     layers = _layers(inst, False)
     free = inst.cluster.memory_bytes[chain] * (1 + MEMORY_SLACK)
-    assert _band(inst, layers, chain, free, 1, stash_count(inst, 7)).width < inst.num_layers - 3
+    assert _width(layers, _Spec(chain, free, 1, stash_count(inst, 7), 7)) < inst.num_layers - 3
     found = split_chain(inst, chain, inst.cluster.memory_bytes)
     splits = {s.num_stages: s for s in found if np.array_equal(s.machines, chain[: s.num_stages])}
     assert splits

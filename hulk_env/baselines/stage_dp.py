@@ -210,8 +210,8 @@ def split_chains(
             if k_max >= 1:
                 jobs.append(_Job(c, kept[:k_max], skips, int(share), free[kept[:k_max]]))
     # Conservative first: the most stash any prefix needs (1F1B stashes min(m, depth)).
-    bands = [_band(instance, layers, job.chain, job.free, job.share, stash_count(instance, len(job.chain))) for job in jobs]
-    found = _solve_many(bands, instance, num_thresholds)
+    specs = [_Spec(job.chain, job.free, job.share, stash_count(instance, len(job.chain)), len(job.chain)) for job in jobs]
+    found = _solve_many(instance, layers, specs, num_thresholds)
     # A shallower 1F1B pipeline stashes less, so prefixes shorter than any found may still fit
     # with their own stash. Retry from the deepest such prefix down (a solve for J also gives
     # every shorter prefix, with J's stash, which is enough for them), a few times at most; each
@@ -227,8 +227,9 @@ def split_chains(
                 retry.append((b, j))
         if not retry:
             break
-        bands = [_band(instance, layers, jobs[b].chain, jobs[b].free, jobs[b].share, stash_count(instance, j), stages=j) for b, j in retry]
-        for (b, _), solved in zip(retry, _solve_many(bands, instance, num_thresholds), strict=True):
+        # the first j machines' stage times as on the whole chain (stage j - 1 keeps its link)
+        specs = [_Spec(jobs[b].chain, jobs[b].free, jobs[b].share, stash_count(instance, j), j) for b, j in retry]
+        for (b, _), solved in zip(retry, _solve_many(instance, layers, specs, num_thresholds), strict=True):
             for count, split in solved.items():
                 found[b].setdefault(count, split)
     out: list[list[Split]] = [[] for _ in chains]
@@ -294,53 +295,80 @@ class _Band(NamedTuple):
     span_sum: np.ndarray  # [K, L + 1, width] t_sum of the span, inf where t_max is
 
 
-def _band(
-    instance: Instance,
-    layers: _Layers,
-    chain: np.ndarray,
-    free: np.ndarray,
-    share: int,
-    stash: int,
-    stages: int | None = None,
-) -> _Band:
-    """The :class:`_Band` of the first ``stages`` machines of ``chain`` (default all; their
-    links as on the whole chain) with ``stash`` micro-batches stashed per layer; ``free``:
-    ``[K]`` bytes free on the chain's machines.
+class _Spec(NamedTuple):
+    """One DP: the first ``stages`` machines of ``chain`` (their links as on the whole chain),
+    ``share`` replicas on them, ``stash`` micro-batches stashed per layer."""
+
+    chain: np.ndarray  # [C] machines in pipeline order
+    free: np.ndarray  # [C] bytes free on them (with the slack)
+    share: int
+    stash: int
+    stages: int
+
+
+def _need_prefix(layers: _Layers, stash: int) -> np.ndarray:
+    """``[L + 1]`` bytes of layers ``0..i-1`` with ``stash`` micro-batches stashed."""
+    return np.concatenate([[0.0], np.cumsum(layers.need(stash))])
+
+
+def _width(layers: _Layers, spec: _Spec) -> int:
+    """The most consecutive layers the roomiest of the spec's machines holds (at least 1)."""
+    need = _need_prefix(layers, spec.stash)
+    fits = spec.share * (need[None, :] - need[:, None]) <= spec.free[: spec.stages].max()  # [k, i]
+    k_fit, i_fit = np.nonzero(np.triu(fits, 1))
+    return max(1, int((i_fit - k_fit).max()) if len(k_fit) else 1)
+
+
+def _bands(instance: Instance, layers: _Layers, specs: list[_Spec], width: int) -> _Band:
+    """The :class:`_Band` s of the specs, stacked: ``[B, K, L + 1, width]`` with ``K`` the most
+    stages of any, ``width`` at least each spec's :func:`_width` (wider entries are spans that
+    fit on none of its machines, and stages past a spec's own are none: ``inf``).
 
     Per stage, with ``share`` replicas on the chain: ``t_max = max(share * t_c, t_x)`` and
     ``t_sum = t_c + t_l`` (see the module docstring); memory ``share * need(k..i-1) <= free``.
     """
     c = instance.cluster
     n = instance.num_layers
-    k_len = len(chain) if stages is None else stages
-    need = np.concatenate([[0.0], np.cumsum(layers.need(stash))])
-    fits = share * (need[None, :] - need[:, None]) <= free[:k_len].max()  # [k, i] on the roomiest
-    k_fit, i_fit = np.nonzero(np.triu(fits, 1))
-    width = max(1, int((i_fit - k_fit).max()) if len(k_fit) else 1)
+    k_len = max(spec.stages for spec in specs)
     ends = np.arange(n + 1)[:, None]
     first = _window_index(n + 1, width) - width  # [i, o] -> k
     valid = first >= 0
     k = np.where(valid, first, 0)
+    share = np.array([spec.share for spec in specs])[:, None, None, None]
+    # per spec and stage: the machine, its free bytes, its next machine; padding: machine 0
+    machine = np.zeros((len(specs), k_len), dtype=np.int64)
+    following = np.zeros((len(specs), k_len), dtype=np.int64)
+    free = np.zeros((len(specs), k_len))
+    stage_ok = np.zeros((len(specs), k_len), dtype=bool)
+    linked = np.zeros((len(specs), k_len), dtype=bool)  # stages with a next machine
+    for b, spec in enumerate(specs):
+        machine[b, : spec.stages] = spec.chain[: spec.stages]
+        free[b, : spec.stages] = spec.free[: spec.stages]
+        stage_ok[b, : spec.stages] = True
+        links = min(spec.stages, len(spec.chain) - 1)
+        following[b, :links] = spec.chain[1 : links + 1]
+        linked[b, :links] = True
+    need = np.stack([_need_prefix(layers, spec.stash) for spec in specs])  # [B, L + 1]
     prefix = np.concatenate([[0.0], np.cumsum(layers.train_flops)])
-    compute = (prefix[ends] - prefix[k])[None] / c.flops[chain[:k_len]][:, None, None]  # [K, i, o]
-    ok = valid[None] & (share * (need[ends] - need[k])[None] <= free[:k_len, None, None])
+    compute = (prefix[ends] - prefix[k])[None, None] / c.flops[machine][:, :, None, None]  # [B, K, i, o]
+    span_need = (need[:, ends] - need[:, k])[:, None]  # [B, 1, i, o]
+    ok = valid & stage_ok[:, :, None, None] & (share * span_need <= free[:, :, None, None])
     cut = layers.cut
-    occupancy = np.full((k_len, n + 1), np.inf)
-    latency = np.full((k_len, n + 1), np.inf)
-    occupancy[:, n] = 0.0
-    latency[:, n] = 0.0
-    linked = min(k_len, len(chain) - 1)  # stages with a next machine
-    if linked > 0:
-        a, b = chain[:linked], chain[1 : linked + 1]
-        fwd_bw, bwd_bw = c.bandwidth_bps[a, b], c.bandwidth_bps[b, a]
-        occupancy[:linked, :n] = share * cut[None, :n] / np.minimum(fwd_bw, bwd_bw)[:, None]
-        latency[:linked, :n] = (
-            2.0 * c.latency_s[a, b][:, None]
-            + cut[None, :n] / fwd_bw[:, None]
-            + cut[None, :n] / bwd_bw[:, None]
-        )
-    span_max = np.where(ok, np.maximum(share * compute, occupancy[:, :, None]), np.inf)
-    span_sum = np.where(np.isfinite(span_max), compute + latency[:, :, None], np.inf)
+    # links of stages without a next machine (a machine to itself, or padding) are masked out
+    fwd_bw = np.where(linked, c.bandwidth_bps[machine, following], 1.0)
+    bwd_bw = np.where(linked, c.bandwidth_bps[following, machine], 1.0)
+    occupancy = np.full((len(specs), k_len, n + 1), np.inf)
+    latency = np.full((len(specs), k_len, n + 1), np.inf)
+    occupancy[:, :, :n] = np.where(linked[:, :, None], share[:, :, 0] * cut[None, None, :n] / np.minimum(fwd_bw, bwd_bw)[:, :, None], np.inf)
+    latency[:, :, :n] = np.where(
+        linked[:, :, None],
+        2.0 * c.latency_s[machine, following][:, :, None] + cut[None, None, :n] / fwd_bw[:, :, None] + cut[None, None, :n] / bwd_bw[:, :, None],
+        np.inf,
+    )
+    occupancy[:, :, n] = 0.0
+    latency[:, :, n] = 0.0
+    span_max = np.where(ok, np.maximum(share * compute, occupancy[:, :, :, None]), np.inf)
+    span_sum = np.where(np.isfinite(span_max), compute + latency[:, :, :, None], np.inf)
     return _Band(width, span_max, span_sum)
 
 
@@ -351,25 +379,28 @@ _BATCH_PADDING = 1.25
 _BATCH_CELLS = 1 << 21
 
 
-def _solve_many(bands: list[_Band], instance: Instance, count: int) -> list[dict[int, tuple[np.ndarray, float]]]:
-    """:func:`_solve` of every band (of one instance), bands of similar width and depth solved
-    side by side: a DP is ~30 numpy operations per stage, so for narrow bands the interpreter,
-    not the arithmetic, sets its cost."""
-    out: list[dict[int, tuple[np.ndarray, float]]] = [{} for _ in bands]
+def _solve_many(instance: Instance, layers: _Layers, specs: list[_Spec], count: int) -> list[dict[int, tuple[np.ndarray, float]]]:
+    """:func:`_solve` of every spec, specs of similar band width and depth solved side by side
+    (their bands stacked: :func:`_bands`): a DP is ~30 numpy operations per stage, so one band
+    at a time the interpreter, not the arithmetic, set its cost."""
+    out: list[dict[int, tuple[np.ndarray, float]]] = [{} for _ in specs]
+    widths = [_width(layers, spec) for spec in specs]
     n1 = instance.num_layers + 1
     batch: list[int] = []
 
     def flush() -> None:
-        for index, solved in zip(batch, _solve([bands[i] for i in batch], instance, count), strict=True):
+        band = _bands(instance, layers, [specs[i] for i in batch], widths[batch[-1]])
+        for index, solved in zip(batch, _solve(band, instance, count), strict=True):
             out[index] = solved
         batch.clear()
 
-    for b in sorted(range(len(bands)), key=lambda b: (bands[b].width, len(bands[b].span_max))):
+    for b in sorted(range(len(specs)), key=lambda b: (widths[b], specs[b].stages)):
         if batch:
-            members = [bands[i] for i in batch] + [bands[b]]
-            width, depth = bands[b].width, max(len(m.span_max) for m in members)
-            own = sum(m.width * len(m.span_max) for m in members)
-            if len(members) * width * depth > _BATCH_PADDING * own or len(members) * count * n1 * width > _BATCH_CELLS:
+            members = batch + [b]
+            width, depth = widths[b], max(specs[i].stages for i in members)
+            own = sum(widths[i] * specs[i].stages for i in members)
+            cells = len(members) * max(count, depth) * n1 * width
+            if len(members) * width * depth > _BATCH_PADDING * own or cells > _BATCH_CELLS:
                 flush()
         batch.append(b)
     if batch:
@@ -377,25 +408,7 @@ def _solve_many(bands: list[_Band], instance: Instance, count: int) -> list[dict
     return out
 
 
-def _stacked(bands: list[_Band]) -> _Band:
-    """The bands as one ``[B, K, L + 1, width]`` band: padded with ``inf`` (no stage) to the
-    deepest band's stages and in front to the widest band's width (spans starting further back),
-    which changes no band's minima or ties."""
-    if len(bands) == 1:
-        return _Band(bands[0].width, bands[0].span_max[None], bands[0].span_sum[None])
-    width = max(b.width for b in bands)
-    k_len = max(len(b.span_max) for b in bands)
-    n1 = bands[0].span_max.shape[1]
-    span_max = np.full((len(bands), k_len, n1, width), np.inf)
-    span_sum = np.full((len(bands), k_len, n1, width), np.inf)
-    for b, band in enumerate(bands):
-        k, w = band.span_max.shape[0], band.width
-        span_max[b, :k, :, width - w :] = band.span_max
-        span_sum[b, :k, :, width - w :] = band.span_sum
-    return _Band(width, span_max, span_sum)
-
-
-def _thresholds(bands: list[_Band], stacked: _Band, count: int) -> np.ndarray:
+def _thresholds(stacked: _Band, count: int) -> np.ndarray:
     """``[B, T]`` bottleneck thresholds per band: each stage count's optimal bottleneck,
     quantiles, and ``inf`` (padded with ``inf`` to the longest grid: a repeated threshold
     repeats its DP, and the first of equal estimates wins)."""
@@ -410,11 +423,11 @@ def _thresholds(bands: list[_Band], stacked: _Band, count: int) -> np.ndarray:
         best[:, width:] = np.maximum(windows, span_max[:, j]).min(axis=2)
         optimal[:, j] = best[:, -1]
     grids = []
-    for band, row in zip(bands, optimal, strict=True):
+    for spans, row in zip(span_max, optimal, strict=True):
         found = np.unique(row[np.isfinite(row)])
         if len(found) > count // 2:
             found = found[np.round(np.linspace(0, len(found) - 1, count // 2)).astype(int)]
-        finite = band.span_max[np.isfinite(band.span_max)]
+        finite = spans[np.isfinite(spans)]
         low = found.min() if len(found) else 0.0
         finite = finite[finite >= low]
         quantiles = np.quantile(finite, np.linspace(0, 1, count - len(found))) if len(finite) else []
@@ -431,13 +444,12 @@ def _window_index(n1: int, width: int) -> np.ndarray:
     return np.arange(n1)[:, None] + np.arange(width)[None, :]
 
 
-def _solve(bands: list[_Band], instance: Instance, count: int) -> list[dict[int, tuple[np.ndarray, float]]]:
-    """Per band, ``J -> (stage_of_layer, estimate)``: the best split for every feasible ``J`` in
-    ``1..K``, the bands' DPs run side by side (:func:`_stacked`)."""
-    stacked = _stacked(bands)
+def _solve(stacked: _Band, instance: Instance, count: int) -> list[dict[int, tuple[np.ndarray, float]]]:
+    """Per band of ``stacked`` (:func:`_bands`), ``J -> (stage_of_layer, estimate)``: the best
+    split for every feasible ``J`` in ``1..K``, the bands' DPs run side by side."""
     n_b, k_len, n1, width = stacked.span_max.shape
     n = n1 - 1
-    thr = _thresholds(bands, stacked, count)
+    thr = _thresholds(stacked, count)
     t_len = thr.shape[1]
     limits = thr[:, :, None, None]
     # Padded with `width` entries in front (k < 0): the best sum of t_sum over the first i
