@@ -91,14 +91,22 @@ def plans_from(
     its own candidates (at most ``max_evals``)."""
     order = order or NeighbourOrder(instance)
     chains = [nearest_neighbour_chain(instance, int(s), order=order, stop=chain_stop(instance)()) for s in starts]
-    out: list[Plan | None] = []
+    evaluated: list[list[np.ndarray]] = []  # per start, its most promising candidates
     for start, found in zip(starts, chains_candidates(instance, chains, orientations=(bool(reverse),), order=order), strict=True):
         ranked = rank_candidates(found)
         if not reverse:
             ranked = [p for p in ranked if p[0, 0] == start]
-        times = evaluate_candidates(Evaluator(instance, max_evals), ranked[:max_evals]) if ranked else np.empty(0)
-        best = int(np.argmin(times)) if len(times) else 0
-        out.append(Plan(np.asarray(ranked[best], dtype=np.int64), float(times[best])) if len(times) and np.isfinite(times[best]) else None)
+        evaluated.append(ranked[:max_evals])
+    # one cost-model batch for all the starts' candidates (each row's time is its own)
+    flat = [p for ranked in evaluated for p in ranked]
+    times = evaluate_candidates(Evaluator(instance, None), flat) if flat else np.empty(0)
+    out: list[Plan | None] = []
+    at = 0
+    for ranked in evaluated:
+        own = times[at : at + len(ranked)]
+        at += len(ranked)
+        best = int(np.argmin(own)) if len(own) else 0
+        out.append(Plan(np.asarray(ranked[best], dtype=np.int64), float(own[best])) if len(own) and np.isfinite(own[best]) else None)
     return out
 
 
