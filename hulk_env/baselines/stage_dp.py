@@ -45,6 +45,7 @@ shorter than any that fit, with their own smaller stash.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -422,20 +423,59 @@ def _thresholds(stacked: _Band, count: int) -> np.ndarray:
     for j in range(k_len):  # min-max DP: the least bottleneck of j + 1 stages up to each layer
         best[:, width:] = np.maximum(windows, span_max[:, j]).min(axis=2)
         optimal[:, j] = best[:, -1]
+    ascending = np.sort(optimal, axis=1)
+    distinct = np.isfinite(ascending)
+    distinct[:, 1:] &= ascending[:, 1:] != ascending[:, :-1]
     grids = []
-    for spans, row in zip(span_max, optimal, strict=True):
-        found = np.unique(row[np.isfinite(row)])
+    for spans, row, keep in zip(span_max, ascending, distinct, strict=True):
+        found = row[keep]  # the distinct finite optima, ascending
         if len(found) > count // 2:
-            found = found[np.round(np.linspace(0, len(found) - 1, count // 2)).astype(int)]
-        finite = spans[np.isfinite(spans)]
-        low = found.min() if len(found) else 0.0
-        finite = finite[finite >= low]
-        quantiles = np.quantile(finite, np.linspace(0, 1, count - len(found))) if len(finite) else []
+            found = found[_spread(len(found), count // 2)]
+        low = found[0] if len(found) else 0.0
+        finite = spans[(spans >= low) & (spans < np.inf)]
+        quantiles = _linear_quantiles(finite, _unit_grid(count - len(found))) if len(finite) else []
         grids.append(np.unique(np.concatenate([found, quantiles, [np.inf]])))
     grid = np.full((n_b, max(len(g) for g in grids)), np.inf)
     for b, g in enumerate(grids):
         grid[b, : len(g)] = g
     return grid
+
+
+@lru_cache(maxsize=256)
+def _spread(size: int, count: int) -> np.ndarray:
+    """``count`` indices spread evenly over ``0..size-1`` (rounded ``linspace``; read-only)."""
+    out = np.round(np.linspace(0, size - 1, count)).astype(int)
+    out.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=64)
+def _unit_grid(count: int) -> np.ndarray:
+    """``linspace(0, 1, count)`` (read-only)."""
+    out = np.linspace(0, 1, count)
+    out.flags.writeable = False
+    return out
+
+
+def _linear_quantiles(values: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``np.quantile(values, q)`` (its default, linear method: the same floats, its steps
+    without its generic checks, which cost more than the arithmetic for the DP's small bands)."""
+    n = len(values)
+    virtual = (n - 1) * q
+    previous = np.floor(virtual)
+    following = previous + 1
+    above = virtual >= n - 1
+    previous[above] = -1
+    following[above] = -1
+    previous = previous.astype(np.intp)
+    following = following.astype(np.intp)
+    part = np.partition(values, np.unique(np.concatenate(([0, -1], previous, following))))
+    low, high = part[previous], part[following]
+    gamma = virtual - previous
+    diff = high - low
+    out = low + diff * gamma
+    np.subtract(high, diff * (1 - gamma), out=out, where=gamma >= 0.5)
+    return out
 
 
 def _window_index(n1: int, width: int) -> np.ndarray:
