@@ -3,10 +3,11 @@
 On every instance of a suite (default ``unseen-v0``: cities outside the training pool):
 
 * ``gnn-ppo`` -- the pretrained policy shipped in the package, greedy (its decision,
-  :func:`agents.inference.planned_greedy`: one masked rollout from the best of its first-slot
-  choices, that start's stage-DP plan and the naive placement as candidates too);
-* ``gnn-ppo`` rollout only (``policy_rollout_gap_geomean``): the same rollout, without the plan
-  and naive candidates -- what the network's own slot-by-slot decisions give;
+  :func:`agents.inference.planned_greedy`: the fastest stage-DP plan from its best first-slot
+  choices, or the naive placement; its masked rollout only where no plan fits);
+* ``gnn-ppo`` rollout only (``policy_rollout_gap_geomean``): the greedy rollout from the best
+  plan's start, without the plan and naive candidates -- what the network's own slot-by-slot
+  decisions give;
 * ``gnn-ppo+search`` -- its placement (and a few sampled ones) polished by a small local search;
 * ``latency-chain-dp`` -- the strongest fast heuristic, run here (its wall time is measured);
 * the reference -- the best of ``genetic`` and ``anneal`` at 50,000 evaluations each, read from

@@ -18,12 +18,14 @@ start machines (:func:`choose_starts`): its :data:`START_CANDIDATES` best-scored
 distinct regions (:func:`first_slot_candidates`), then its :data:`REFINE_STARTS` next best in
 the region of the fastest of their plans (optionally also the :data:`BOUND_STARTS` best by a
 cheap bound on what a plan from there can achieve, :mod:`agents.start_bound`; none by default):
-the plan from each is built (what the observation would show after that first slot), the greedy
-rollout starts where the plan is fastest, and that plan and the naive placement are candidates
-beside the rollout (:func:`planned_greedy`; where no forward plan fits at a start, the chain's
-reverse plan too). The network says which few of the ``M`` machines are worth starting from --
-``latency-chain-dp`` builds a chain from every one (up to 256) -- and the cost model judges the
-few plans.
+the plan from each is built (what the observation would show after that first slot; the plans
+of a round built together, :func:`agents.plan.plans_from`), and the fastest plan and the naive
+placement are the candidates (:func:`planned_greedy`; where no forward plan fits at a start,
+the chain's reverse plan too). The greedy rollout from the fastest plan's start is built only
+where no forward plan fits anywhere (:data:`ALWAYS_ROLLOUT`: on the validation instances it
+never beat the plan it started from). The network says which few of the ``M`` machines are
+worth starting from -- ``latency-chain-dp`` builds a chain from every one (up to 256) -- and
+the cost model judges the few plans.
 
 A greedy rollout with the plan shown is checked in batches (:func:`greedy_along_plan`): the
 network's choices for the plan's next slots are scored in one pass and the env rewound where it
