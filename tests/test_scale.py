@@ -94,14 +94,15 @@ def test_starts_cover_every_machine_class_when_capped():
 
 
 def _count_chains(monkeypatch) -> list[int]:
+    """The start machines of the chains latency-chain-dp splits (built a group at a time)."""
     calls: list[int] = []
-    real = chain_dp.chain_candidates
+    real = chain_dp.chains_candidates
 
-    def counting(instance, chain, **options):
-        calls.append(int(chain[0]))
-        return real(instance, chain, **options)
+    def counting(instance, chains, **options):
+        calls.extend(int(chain[0]) for chain in chains)
+        return real(instance, chains, **options)
 
-    monkeypatch.setattr(chain_dp, "chain_candidates", counting)
+    monkeypatch.setattr(chain_dp, "chains_candidates", counting)
     return calls
 
 
@@ -123,7 +124,7 @@ def test_time_limit_returns_the_best_so_far(monkeypatch):
         assert out_of_time()
         result = latency_chain_dp(inst)
     assert not out_of_time()
-    assert result.feasible and len(calls) == 1  # one chain, then the limit stops the walk
+    assert result.feasible and len(calls) == chain_dp.CHAIN_GROUP  # one group, then the limit stops the walk
     with time_limit(0.0):
         searched = genetic(inst, seed=0, budget=20_000)
     assert searched.feasible and searched.cost_evals < 20_000
