@@ -143,3 +143,21 @@ def test_paper_reproduction_runs_a_small_policy_on_every_case(tmp_path, hulk_dat
     for r in policy_rows:  # a barely trained policy may paint itself into a corner on 175B: said so
         assert (r["feasible"] == "true" and float(r["speedup_vs_naive"]) > 0) or "dead end" in r["reason"]
     assert any(r["feasible"] == "true" for r in policy_rows if r["instance"] == "gpt3-1.3b/D1")
+
+
+def test_replica_gap_selects_multi_replica_instances_and_times_three_placements():
+    from experiments import replica_gap
+    from hulk_env.evaluation.suites import load_suite
+    from hulk_env.feasibility import memory_tightness
+    from hulk_env.reference import naive_placement
+
+    instances = load_suite("val-x-v0")
+    chosen = [i for i in instances if replica_gap.selected(i)]
+    assert chosen and all(i.data_parallel >= 4 or (i.data_parallel == 2 and memory_tightness(i) >= replica_gap.TIGHT) for i in chosen)
+    assert not any(i.data_parallel == 1 for i in chosen)
+    inst = next(i for i in chosen if i.num_machines == 8)  # 8 machines x GPT-3 1.3B x 4, memory-tight
+    row = replica_gap.gap_row(inst, evals=300)
+    assert set(row) == set(replica_gap.COLUMNS)
+    naive_s = cost.iteration_time(inst.cluster, inst.workload, naive_placement(inst))
+    assert 0 < row["chain_dp_s"] <= naive_s and 0 < row["decision_s"] <= naive_s  # both never worse than naive
+    assert row["decision_over_anneal"] == pytest.approx(row["decision_s"] / row["anneal_s"])
