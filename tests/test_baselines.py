@@ -9,9 +9,11 @@ import pytest
 
 from hulk_env import cost
 from hulk_env.baselines import METHODS, get_method, method_names
+from hulk_env.baselines.chain_dp import latency_chain_dp
 from hulk_env.baselines.chains import (
     _best_per_count,
     aligned_candidates,
+    crossed_rows,
     group_counts,
     mirrored_candidates,
     replica_chain_candidates,
@@ -444,3 +446,28 @@ def test_budgeted_chain_dp_evaluates_the_shared_layout_the_dp_estimate_ranks_las
     budgeted = get_method("latency-chain-dp")(inst, 0, 2)
     assert budgeted.cost_evals <= 2
     assert time_of(inst, budgeted.placement) == pytest.approx(time_of(inst, full.placement), rel=1e-9)
+
+
+def test_crossed_groups_keep_every_machines_layers_and_spread_each_boundarys_links():
+    rows = np.array([[0, 0, 1, 1, 2, 2], [3, 3, 4, 4, 5, 5]])  # 2 groups; both change machine after layers 1 and 3
+    crossed = crossed_rows(rows, share=2)
+    assert crossed.tolist() == [[0, 0, 1, 1, 2, 2], [0, 0, 4, 4, 2, 2], [3, 3, 4, 4, 5, 5], [3, 3, 1, 1, 5, 5]]
+    plain = np.repeat(rows, 2, axis=0)
+    for machine in range(6):  # the same layers on every machine, as many replicas of each
+        assert sorted(np.argwhere(crossed == machine)[:, 1].tolist()) == sorted(np.argwhere(plain == machine)[:, 1].tolist())
+    links = lambda p, i: {(int(a), int(b)) for a, b in zip(p[:, i - 1], p[:, i], strict=True)}  # noqa: E731
+    assert len(links(plain, 2)) == 2 and len(links(crossed, 2)) == 4  # each link carries one replica, not two
+    assert crossed_rows(np.array([[0, 0, 1], [2, 3, 3]]), share=2) is None  # no layer where both change
+    partly = crossed_rows(np.array([[0, 0, 1, 1, 2], [3, 3, 4, 4, 4]]), share=2)  # one common change, after layer 1
+    assert partly.tolist() == [[0, 0, 1, 1, 2], [0, 0, 4, 4, 4], [3, 3, 4, 4, 4], [3, 3, 1, 1, 2]]
+
+
+def test_latency_chain_dp_crosses_replica_groups_over_a_wan():
+    """val-xl-v0/27 (16 machines in two far cities, GPT-3 2.7B x 4, memory-tight): two groups of
+    two replicas, each group on its own chain across the WAN, take 4.42 s; crossed (a group's two
+    replicas on different machines after the crossing) 3.68 s, as anneal finds (3.68 s)."""
+    from hulk_env.evaluation.suites import load_suite
+
+    inst = load_suite("val-xl-v0")[27]
+    result = latency_chain_dp(inst)
+    assert cost.iteration_time(inst.cluster, inst.workload, result.placement) < 3.7
