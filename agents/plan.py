@@ -90,7 +90,8 @@ def plans_from(
     solved together (:func:`~hulk_env.baselines.chains.chains_candidates`); each plan evaluates
     its own candidates (at most ``max_evals``)."""
     order = order or NeighbourOrder(instance)
-    chains = [nearest_neighbour_chain(instance, int(s), order=order, stop=chain_stop(instance)()) for s in starts]
+    make_stop = chain_stop(instance)  # its memory filter, once for all the starts
+    chains = [nearest_neighbour_chain(instance, int(s), order=order, stop=make_stop()) for s in starts]
     evaluated: list[list[np.ndarray]] = []  # per start, its most promising candidates
     for start, found in zip(starts, chains_candidates(instance, chains, orientations=(bool(reverse),), order=order), strict=True):
         ranked = rank_candidates(found)

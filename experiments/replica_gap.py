@@ -10,10 +10,10 @@ least :data:`TIGHT` of the cluster's memory, three placements are timed by the c
 greedy decision (``gnn-ppo``). ``gaps.csv`` has one row each (the ratios to anneal's time; below
 1 where the method beats it), ``summary.json`` the geometric means.
 
-Why: the issue's test suites showed memory-tight 4-replica instances where every chain layout
-(shared, blocks, interleaved, replica groups, mirrored) is far behind genetic and anneal. A new
-layout family must be designed on validation cases that show the same weakness; this finds
-them. ``unseen-v0`` and ``unseen-v1`` are never read here.
+Why: on memory-tight 4-replica instances every chain layout (shared, blocks, interleaved,
+replica groups, mirrored) can fall far behind genetic and anneal. A new layout family must be
+designed on validation cases that show that weakness, never on the test suites; this finds them
+(``unseen-v0`` and ``unseen-v1`` are never read here).
 """
 
 from __future__ import annotations

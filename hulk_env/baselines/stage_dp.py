@@ -503,8 +503,8 @@ def _solve(stacked: _Band, instance: Instance, count: int) -> list[dict[int, tup
     # Entry i's window of total, total[i : i + width] (its last w entries: the reachable
     # spans' first layers), as a strided view of total, which the loop updates in place.
     windows = np.lib.stride_tricks.sliding_window_view(total, width, axis=2)
-    bands_ = np.arange(n_b)[:, None, None]
-    thresholds_ = np.arange(t_len)[None, :, None]
+    band_at = np.arange(n_b)[:, None, None]
+    threshold_at = np.arange(t_len)[None, :, None]
     for j in range(k_len):
         # Every stage holds a layer, so stage j ends at i >= j + 1 and starts at k >= j: only
         # the last w = min(width, n - j) entries of the band of those i can be reached.
@@ -518,11 +518,11 @@ def _solve(stacked: _Band, instance: Instance, count: int) -> list[dict[int, tup
         cand += windows[:, :, j + 1 : n + 1, lo:]
         best = cand.argmin(axis=3)  # least o: least k among ties
         first = j + 1 + ends + lo + best  # the first layer k of the chosen span, padded (+ width)
-        stage_max = span_max[bands_, ends, best]
-        reach = cand[bands_, thresholds_, ends, best]
+        stage_max = span_max[band_at, ends, best]
+        reach = cand[band_at, threshold_at, ends, best]
         total[:, :, : width + j + 1] = np.inf
         total[:, :, width + j + 1 :] = reach
-        bottleneck[:, :, width + j + 1 :] = np.maximum(bottleneck[bands_, thresholds_, first], stage_max)
+        bottleneck[:, :, width + j + 1 :] = np.maximum(bottleneck[band_at, threshold_at, first], stage_max)
         picks.append((best, w))
         first_s[:, j], bottleneck_s[:, j] = total[:, :, -1], bottleneck[:, :, -1]
     # One pipeline-time call for every band, stage count and threshold.
