@@ -243,23 +243,28 @@ def _open_journal(
 
 def _drop_partial_line(path: Path) -> None:
     """Cut what follows the last line end (a write the machine did not finish)."""
-    data = path.read_bytes()
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_bytes
+
+    data = read_bytes(path, limits.MAX_TEXT_FILE_BYTES, what="results file")
     if data and not data.endswith(b"\n"):
-        with path.open("r+b") as fh:
-            fh.truncate(data.rfind(b"\n") + 1)
+        os.truncate(path, data.rfind(b"\n") + 1)
 
 
 def _read_manifest(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_data
+
+    if not path.exists() and not path.is_symlink():
         raise HulkInputError(
             f"cannot resume: no {MANIFEST} beside results.csv (not written by `hulk evaluate`); "
             "run without --resume or choose another --out",
             source=str(path.parent),
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise HulkInputError(f"cannot resume: unreadable {MANIFEST}: {exc}", source=str(path)) from None
+        )
+    try:
+        data = read_data(path, syntax="json", what=MANIFEST, max_bytes=limits.MAX_MAPPING_FILE_BYTES)
+    except HulkInputError as exc:
+        raise HulkInputError(f"cannot resume: {exc.message}", source=exc.source, row=exc.row, field=exc.field) from None
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise HulkInputError(f"cannot resume: not a format-{MANIFEST_FORMAT} {MANIFEST}", source=str(path))
     return data

@@ -109,32 +109,42 @@ def read_results_csv(path: str | Path) -> list[dict]:
     Needs the columns ``instance``, ``method`` and ``speedup_vs_naive``; numbers become floats
     (an empty cell is ``nan``), ``feasible`` a bool when present; other columns stay strings.
 
+    Read through :func:`hulk_env.validation.reading.read_csv_rows` (regular file, size, UTF-8,
+    row and cell limits); every row has exactly the header's cells.
+
     Raises:
-        HulkInputError: a missing file or column, or a speed-up that is not a number.
+        HulkInputError: a missing file or column, a row of another length, or a number cell
+            that is not a number.
     """
+    from hulk_env.validation.reading import read_csv_rows
+
     src = Path(path)
-    try:
-        with src.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            missing = [c for c in LEADERBOARD_COLUMNS if c not in header]
-            if missing:
-                raise HulkInputError(
-                    f"missing column(s) {', '.join(missing)}; a results.csv from `hulk evaluate` has "
-                    f"{', '.join(LEADERBOARD_COLUMNS)}",
-                    source=str(src),
-                )
-            rows = []
-            for n, raw in enumerate(reader, start=2):
-                row: dict = dict(raw)
-                for key in _NUMBER_COLUMNS:
-                    if key in row:
-                        row[key] = _float_cell(row[key], src, n, key)
-                if "feasible" in row:
-                    row["feasible"] = str(row["feasible"]).strip().lower() == "true"
-                rows.append(row)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HulkInputError(f"cannot read the results file: {exc}", source=str(src)) from None
+    table = read_csv_rows(src, what="results file")
+    header = table[0] if table else []
+    missing = [c for c in LEADERBOARD_COLUMNS if c not in header]
+    if missing:
+        raise HulkInputError(
+            f"missing column(s) {', '.join(missing)}; a results.csv from `hulk evaluate` has "
+            f"{', '.join(LEADERBOARD_COLUMNS)}",
+            source=str(src),
+        )
+    if len(set(header)) != len(header):
+        raise HulkInputError("a column name is given twice in the header", source=str(src), row=1)
+    rows = []
+    for n, cells in enumerate(table[1:], start=2):
+        if not cells:
+            continue  # a blank line
+        if len(cells) != len(header):
+            raise HulkInputError(
+                f"{len(cells)} cells, the header has {len(header)} (a cut or edited row?)", source=str(src), row=n
+            )
+        row: dict = dict(zip(header, cells, strict=True))
+        for key in _NUMBER_COLUMNS:
+            if key in row:
+                row[key] = _float_cell(row[key], src, n, key)
+        if "feasible" in row:
+            row["feasible"] = str(row["feasible"]).strip().lower() == "true"
+        rows.append(row)
     if not rows:
         raise HulkInputError("no result rows", source=str(src))
     return rows

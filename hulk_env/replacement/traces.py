@@ -40,11 +40,12 @@ from hulk_env.replacement.failures import parse_failures, region_machines
 from hulk_env.replacement.methods import ReplaceMethod, run_method
 from hulk_env.replacement.migration import CheckpointStore
 from hulk_env.replacement.problem import ReplacementProblem
+from hulk_env.validation import limits
 
 HOUR_S = 3600.0
 DEFAULT_CHECKPOINT_EVERY = 500
 FAIL, RECOVER = "fail", "recover"
-MAX_EVENTS = 100_000
+MAX_EVENTS = limits.MAX_TRACE_EVENTS
 # A run this much slower than its start counts as degraded (asks again at a recovery).
 _DEGRADED = 1.0 + 1e-9
 _ROUND = 1e-9  # iterations that end within this fraction of an event count as done
@@ -94,22 +95,20 @@ class Trace:
 
 # ---- files --------------------------------------------------------------------------------------
 def load_trace(path: str | Path, cluster: Cluster, seed: int = 0) -> Trace:
-    """A trace from a YAML/JSON file (format in the module docstring), checked against ``cluster``."""
-    import yaml
+    """A trace from a YAML/JSON file (format in the module docstring), checked against ``cluster``.
+
+    Read through :func:`hulk_env.validation.reading.read_data`: a regular file of at most
+    ``MAX_MAPPING_FILE_BYTES``, UTF-8, no alias bombs, deep nesting or repeated keys, and at most
+    ``MAX_TRACE_EVENTS`` events counted before they are built.
+    """
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_data
 
     src = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise HulkInputError("is not a UTF-8 text file", source=src) from None
-    except OSError as exc:
-        raise HulkInputError(f"cannot read the trace file: {exc.strerror or exc}", source=src) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        row = None if mark is None else mark.line + 1
-        raise HulkInputError(f"not valid YAML/JSON ({getattr(exc, 'problem', None) or exc})", source=src, row=row) from None
+    data = read_data(
+        path, syntax="yaml", what="trace file",
+        list_limits={"events": (limits.MAX_TRACE_EVENTS, "MAX_TRACE_EVENTS")},
+    )  # fmt: skip
     if not isinstance(data, dict) or "events" not in data:
         raise HulkInputError("a trace file is a mapping with an 'events' list (see `hulk simulate-failures --help`)", source=src)
     unknown = sorted(set(data) - {"events", "checkpoint_every", "name"})
