@@ -8,6 +8,7 @@ empty cells, booleans as ``true``/``false``. :func:`read_results_csv` reads them
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import os
@@ -32,6 +33,13 @@ RESULT_COLUMNS = (
     "feasible",
 )
 LEADERBOARD_COLUMNS = ("instance", "method", "speedup_vs_naive")  # what a leaderboard figure needs
+# What makes a saved row comparable with a rerun (issue 38): `hulk evaluate`'s results.csv
+# carries them after the result columns, and `--resume` keeps a row only when they match.
+# settings: a fingerprint of the instance, method, budget and seed; checksum: of every other
+# cell as written, so a cut, padded or edited row is found.
+PROVENANCE_COLUMNS = ("seed", "budget", "settings", "checksum")
+JOURNAL_COLUMNS = RESULT_COLUMNS + PROVENANCE_COLUMNS
+CHECKSUM_CHARS = 16  # hex digits of SHA-256 kept: 64 bits, against edits, not forgery
 _NUMBER_COLUMNS = ("speedup_vs_naive", "iteration_time_s", "gap_to_best", "wall_s", "cost_evals")
 
 
@@ -148,6 +156,17 @@ def read_results_csv(path: str | Path) -> list[dict]:
     if not rows:
         raise HulkInputError("no result rows", source=str(src))
     return rows
+
+
+def row_checksum(cells: Sequence[str]) -> str:
+    """SHA-256 (first :data:`CHECKSUM_CHARS` hex digits) of a row's cells as written."""
+    return hashlib.sha256("\x1f".join(cells).encode("utf-8")).hexdigest()[:CHECKSUM_CHARS]
+
+
+def with_checksum(row: Mapping[str, Any]) -> dict:
+    """``row`` (every :data:`JOURNAL_COLUMNS` but ``checksum``) with its checksum cell added."""
+    cells = [csv_cell(row.get(c, "")) for c in JOURNAL_COLUMNS[:-1]]
+    return {**row, "checksum": row_checksum(cells)}
 
 
 def _float_cell(value: str | None, src: Path, row: int, key: str) -> float:

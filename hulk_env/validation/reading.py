@@ -494,6 +494,19 @@ def read_csv_rows(
     """
     src = str(path)
     text = decode_text(read_bytes(path, max_bytes, what=what), src)
+    return parse_csv_text(text, src, max_rows=max_rows, max_columns=max_columns)
+
+
+def parse_csv_text(
+    text: str,
+    source: str,
+    *,
+    max_rows: int = limits.MAX_CSV_ROWS,
+    max_columns: int = limits.MAX_CSV_COLUMNS,
+) -> list[list[str]]:
+    """The rows of CSV ``text`` already read by :func:`read_bytes`/:func:`decode_text` (the
+    checks of :func:`read_csv_rows`)."""
+    src = source
     rows: list[list[str]] = []
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
@@ -637,6 +650,7 @@ __all__ = [
     "decode_text",
     "load_json",
     "load_yaml",
+    "parse_csv_text",
     "read_bytes",
     "read_csv_rows",
     "read_data",
