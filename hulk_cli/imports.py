@@ -10,12 +10,14 @@ The written file is loaded back before the command reports success, so what it p
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from hulk_cli.output import clean_errors, console, print_json
+from hulk_cli.output import clean_errors, console, err_console, print_json
+from hulk_env.validation import limits
 
 app = typer.Typer(no_args_is_help=True, help="Import a model as a workload file (Hugging Face config, PyTorch module).")
 
@@ -105,15 +107,41 @@ def import_torch(
     dtype: Annotated[str, typer.Option("--dtype", help="Training dtype of weights and activations: bfloat16, float16 or float32.")] = "bfloat16",
     block_depth: Annotated[int, typer.Option("--block-depth", min=1, help="Which level of child modules forms the layers (1 = top-level).")] = 1,
     name: NameOpt = None,
+    time_limit: Annotated[float, typer.Option("--time-limit", min=0.1, max=limits.MAX_IMPORT_TIME_LIMIT_S, help="Seconds the module's code (factory, forward) may run, in a child process.")] = limits.DEFAULT_IMPORT_TIME_LIMIT_S,
     as_json: JsonOpt = False,
 ) -> None:
-    """A PyTorch module (built on the meta device, traced with torch.fx) to a workload file."""
-    from hulk_env.importers import write_workload_file
-    from hulk_env.importers.torch_module import import_torch_module, parse_shape
+    """A PyTorch module (built on the meta device, traced with torch.fx) to a workload file.
 
+    The module's code runs in a child process stopped after --time-limit seconds; an exit,
+    a crash, a hang or Ctrl-C there is one line (exit status 2; 130 for Ctrl-C) and no file.
+    """
+    from hulk_env.importers.child import ImportInterrupted, import_in_child
+    from hulk_env.importers.torch_module import parse_shape
+
+    _require_torch_here()
     shapes = [parse_shape(text) for text in input_shape]
-    result = import_torch_module(
-        spec, shapes, input_dtypes=input_dtype or ["long"], dtype=dtype, block_depth=block_depth, name=name
-    )
-    path = write_workload_file(result.workload, out)
+    try:
+        result = import_in_child(
+            spec, shapes, input_dtypes=input_dtype or ["long"], dtype=dtype, block_depth=block_depth, name=name,
+            time_limit_s=time_limit,
+        )  # fmt: skip
+    except ImportInterrupted:
+        err_console.print(f"interrupted: the import of '{spec}' was stopped; nothing written", markup=False, highlight=False)
+        raise typer.Exit(130) from None
+    path = write_checked(result.workload, out, spec)
     _report(path, {"flops_vs_flop_counter": f"{result.flops_error:+.2%}"}, as_json)
+
+
+def _require_torch_here() -> None:
+    """torch must be installed (checked without importing it: the child imports it)."""
+    from importlib.util import find_spec
+
+    from hulk_env.errors import HulkInputError
+    from hulk_env.importers.torch_module import INSTALL_HINT
+
+    try:
+        found = sys.modules.get("torch", ...) is not None and find_spec("torch") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise HulkInputError(f"importing a PyTorch module needs torch: {INSTALL_HINT}")

@@ -37,6 +37,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("agents/runs.py", "clean_for_resume"): "the run's own evaluations.csv, cut to the checkpoint",
     ("agents/runs.py", "_truncate_events"): "the run's own TensorBoard event records, CRC-checked one by one",
     ("agents/train.py", "evaluate"): "the run's own evaluations.csv, appended to",
+    # `hulk import torch`'s child process: its stdout/stderr files, and the tail of its stderr.
+    ("hulk_env/importers/child.py", "import_in_child"): "writes the child's stdout/stderr files",
+    ("hulk_env/importers/child.py", "_last_line"): "the last 4 KiB of our own child's stderr, for the message",
     # A one-line YAML value from the command line (`--set key=value`), not a file.
     ("agents/config.py", "apply_overrides"): "parses a --set value string, not a file",
 }
