@@ -602,24 +602,66 @@ def ray_session(address: str, workers: int | None = None) -> Iterator[int]:
             ray.shutdown()
 
 
+# The first call each Ray client makes, by the port it dials: the GCS (``ray start``'s
+# ``--port``, 6379) and the Ray Client server (``ray://``, 10001). Both take an empty request.
+GCS_HANDSHAKE = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+CLIENT_HANDSHAKE = "/ray.rpc.RayletDriver/ClusterInfo"
+
+
 def check_reachable(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """A ``host:port`` (or ``ray://host:port``) address must accept a connection: Ray itself
-    waits minutes for a cluster that is not there."""
+    """A ``host:port`` (or ``ray://host:port``) address must be a Ray cluster that answers within
+    ``timeout_s``: Ray itself waits minutes (and prints pages) for a cluster that is not there.
+
+    A TCP connect is not enough (any server accepts one): this makes Ray's own first call, a
+    gRPC ``GetClusterId`` to the GCS (``ClusterInfo`` to a ``ray://`` client server), with a
+    deadline. A listener that accepts and never answers runs into the deadline; one that
+    answers something else than HTTP/2 gRPC, or gRPC without Ray's service, is "not a Ray
+    cluster". Each is one :class:`HulkInputError` line.
+    """
     if address in RAY_MODES:
         return
     host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not host or not port.isdigit():
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise HulkInputError(
             f"--ray {address!r}: give local, auto or a cluster address host:port (e.g. 10.0.0.5:6379 "
             "or ray://10.0.0.5:10001)"
         )
+    start = time.monotonic()
+    hint = "(start one with `ray start --head`, or use --ray local)"
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as exc:
-        raise HulkInputError(
-            f"cannot reach the Ray cluster at {address}: {exc.strerror or exc} (start one with "
-            "`ray start --head`, or use --ray local)"
-        ) from None
+        raise HulkInputError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc} {hint}") from None
+    method = CLIENT_HANDSHAKE if address.startswith("ray://") else GCS_HANDSHAKE
+    left = max(0.1, timeout_s - (time.monotonic() - start))
+    answer = ray_handshake(host, int(port), method, left, limit_s=timeout_s)
+    if answer is not None:
+        raise HulkInputError(f"--ray {address}: {answer} {hint}")
+
+
+def ray_handshake(host: str, port: int, method: str, timeout_s: float, limit_s: float | None = None) -> str | None:
+    """Call Ray's gRPC ``method`` with an empty request; ``None`` when Ray answered, else why not
+    (``limit_s``: the whole check's limit, named in the message; default ``timeout_s``)."""
+    import grpc  # comes with Ray
+
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    channel = grpc.insecure_channel(target, options=[("grpc.enable_retries", 0), ("grpc.max_receive_message_length", 1 << 20)])
+    try:
+        call = channel.unary_unary(method, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        call(b"", timeout=timeout_s, wait_for_ready=False)
+        return None
+    except grpc.RpcError as err:
+        code = err.code() if callable(getattr(err, "code", None)) else None
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return (f"no answer to Ray's handshake within {limit_s or timeout_s:g} s: something accepts connections "
+                    "there but does not answer as a Ray cluster")
+        if code == grpc.StatusCode.UNIMPLEMENTED:
+            return "answers gRPC but is not a Ray cluster (no Ray service there; the GCS port is 6379, ray:// uses 10001)"
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED):
+            return "not a Ray cluster: it does not answer Ray's gRPC handshake (another kind of server?)"
+        return None  # Ray's service answered with its own status (e.g. it wants authentication)
+    finally:
+        channel.close()
 
 
 # ---- the benchmark ------------------------------------------------------------------------------
