@@ -25,6 +25,7 @@ from hulk_env.replacement.migration import (
     sources,
 )
 from hulk_env.units import GB
+from hulk_env.validation.reading import safe_repr
 
 DEFAULT_HORIZON = 1_000
 
@@ -304,10 +305,10 @@ def placement_from_file(file: PlacementFile, instance: Instance) -> np.ndarray:
     for r, row in enumerate(file.rows):
         for layer, x in enumerate(row):
             if isinstance(x, bool) or not isinstance(x, int | str):
-                raise HulkInputError(f"replica {r} layer {layer}: {x!r} is not a machine index or name", source=file.source)
+                raise HulkInputError(f"replica {r} layer {layer}: {safe_repr(x)} is not a machine index or name", source=file.source)
             if isinstance(x, str):
                 if x.lower() not in lookup:
-                    raise HulkInputError(f"machine '{x}' is not in cluster '{c.name}'", source=file.source)
+                    raise HulkInputError(f"machine {safe_repr(x)} is not in cluster '{c.name}'", source=file.source)
                 out[r, layer] = lookup[x.lower()]
             elif not 0 <= x < c.num_machines:
                 raise HulkInputError(
@@ -320,7 +321,7 @@ def placement_from_file(file: PlacementFile, instance: Instance) -> np.ndarray:
         used = {c.machines[i].name for i in np.unique(out)}
         if used != set(file.machines):
             raise HulkInputError(
-                f"the placement's machine indices name {sorted(used)[:4]}... in cluster '{c.name}' but the file "
-                f"says {sorted(file.machines)[:4]}...: give the --cluster it was placed on", source=file.source,
+                f"the placement's machine indices name {safe_repr(sorted(used))} in cluster '{c.name}' but the file "
+                f"says {safe_repr(sorted(file.machines))}: give the --cluster it was placed on", source=file.source,
             )
     return out

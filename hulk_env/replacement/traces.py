@@ -134,7 +134,10 @@ def load_trace(path: str | Path, cluster: Cluster, seed: int = 0) -> Trace:
     every = data.get("checkpoint_every", DEFAULT_CHECKPOINT_EVERY)
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
         raise HulkInputError(f"must be a whole number of iterations >= 1, got {every!r}", source=src, field="checkpoint_every")
-    return Trace(tuple(events), every, str(data.get("name", Path(path).stem)))
+    name = data.get("name", Path(path).stem)
+    if not isinstance(name, str | int | float) or isinstance(name, bool):
+        raise HulkInputError(f"must be a name (text), got {type(name).__name__}", source=src, field="name")
+    return Trace(tuple(events), every, str(name).strip() or Path(path).stem)
 
 
 def _event(item: object, row: int, src: str, cluster: Cluster, seed: int) -> TraceEvent:
@@ -151,6 +154,11 @@ def _event(item: object, row: int, src: str, cluster: Cluster, seed: int) -> Tra
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise HulkInputError(f"must be a finite time >= 0, got {value!r}", source=src, row=row, field=times[0])
     time_s = float(value) * (HOUR_S if times[0] == "at_h" else 1.0)
+    if time_s > limits.MAX_TRACE_TIME_S:  # 1e308 hours would be an infinite time
+        raise HulkInputError(
+            f"{time_s:.4g} s is past {limits.MAX_TRACE_TIME_S:.0e} s ({limits.cite('MAX_TRACE_TIME_S')})",
+            source=src, row=row, field=times[0],
+        )
     spec = item[kinds[0]]
     if isinstance(spec, list):
         spec = ",".join(str(x) for x in spec)

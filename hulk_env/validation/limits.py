@@ -58,6 +58,9 @@ MAX_CSV_ROWS = 100_000
 MAX_CSV_COLUMNS = 256
 # Events of a failure trace (file or random): each may trigger a re-placement decision.
 MAX_TRACE_EVENTS = 100_000
+# Event times of a trace file: 10^12 s is 31,700 years, and keeps float time resolving
+# milliseconds (ulp(1e12) = 1.2e-4 s).
+MAX_TRACE_TIME_S = 1e12
 # Iterations of a simulated run: 10^10 is decades of training at 0.1 s an iteration, and
 # keeps every iteration count exact in float64 and far from the float time resolution.
 MAX_TRAIN_ITERATIONS = 10**10
@@ -167,6 +170,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_CSV_ROWS", MAX_CSV_ROWS, "rows"),
     Limit("MAX_CSV_COLUMNS", MAX_CSV_COLUMNS, "cells"),
     Limit("MAX_TRACE_EVENTS", MAX_TRACE_EVENTS, "events"),
+    Limit("MAX_TRACE_TIME_S", MAX_TRACE_TIME_S, "s"),
     Limit("MAX_TRAIN_ITERATIONS", MAX_TRAIN_ITERATIONS, "iterations"),
     Limit("MIN_EVENT_GAP_ULPS", MIN_EVENT_GAP_ULPS, "float64 steps"),
     Limit("MAX_IMPORT_TIME_LIMIT_S", MAX_IMPORT_TIME_LIMIT_S, "s"),
