@@ -18,6 +18,7 @@ import numpy as np
 
 from hulk_env.cluster import Cluster
 from hulk_env.errors import HulkInputError
+from hulk_env.validation.reading import safe_repr
 
 REGION_PREFIX = "region:"
 
@@ -44,7 +45,7 @@ def machine_index(cluster: Cluster, name: str) -> int:
     close = difflib.get_close_matches(key, list(lookup), n=3)
     hint = f"did you mean {', '.join(repr(names[lookup[c]]) for c in close)}? " if close else ""
     raise HulkInputError(
-        f"unknown machine '{name}' in cluster '{cluster.name}'; {hint}"
+        f"unknown machine {safe_repr(name)} in cluster '{cluster.name}'; {hint}"
         f"use a machine name or region:NAME (regions: {', '.join(cluster.regions)})",
         field="fail",
     )
@@ -56,7 +57,7 @@ def region_machines(cluster: Cluster, region: str) -> tuple[int, ...]:
     regions = {r.lower(): k for k, r in enumerate(cluster.regions)}
     if key not in regions:
         raise HulkInputError(
-            f"unknown region '{region}' in cluster '{cluster.name}'; regions: {', '.join(cluster.regions)}",
+            f"unknown region {safe_repr(region)} in cluster '{cluster.name}'; regions: {', '.join(cluster.regions)}",
             field="fail",
         )
     return tuple(int(i) for i in np.flatnonzero(cluster.region_index == regions[key]))
@@ -84,7 +85,7 @@ def parse_failures(cluster: Cluster, spec: str, seed: int = 0) -> FailureScenari
             try:
                 percent = float(item[:-1])
             except ValueError:
-                raise HulkInputError(f"'{item}' is not a percentage such as 10%", field="fail") from None
+                raise HulkInputError(f"{safe_repr(item)} is not a percentage such as 10%", field="fail") from None
             failed.update(fraction_machines(cluster, percent, seed))
         else:
             failed.add(machine_index(cluster, item))

@@ -52,6 +52,7 @@ from hulk_env.replacement.methods import ReplaceMethod, run_method
 from hulk_env.replacement.migration import CheckpointStore
 from hulk_env.replacement.problem import ReplacementProblem
 from hulk_env.validation import limits
+from hulk_env.validation.reading import safe_repr
 
 HOUR_S = 3600.0
 DEFAULT_CHECKPOINT_EVERY = 500
@@ -133,7 +134,7 @@ def load_trace(path: str | Path, cluster: Cluster, seed: int = 0) -> Trace:
     events = [_event(item, i + 1, src, cluster, seed) for i, item in enumerate(raw)]
     every = data.get("checkpoint_every", DEFAULT_CHECKPOINT_EVERY)
     if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise HulkInputError(f"must be a whole number of iterations >= 1, got {every!r}", source=src, field="checkpoint_every")
+        raise HulkInputError(f"must be a whole number of iterations >= 1, got {safe_repr(every)}", source=src, field="checkpoint_every")
     name = data.get("name", Path(path).stem)
     if not isinstance(name, str | int | float) or isinstance(name, bool):
         raise HulkInputError(f"must be a name (text), got {type(name).__name__}", source=src, field="name")
@@ -151,9 +152,13 @@ def _event(item: object, row: int, src: str, cluster: Cluster, seed: int) -> Tra
     if len(times) != 1 or len(kinds) != 1:
         raise HulkInputError("an event needs exactly one of at_h/at_s and one of fail/recover", source=src, row=row)
     value = item[times[0]]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise HulkInputError(f"must be a finite time >= 0, got {value!r}", source=src, row=row, field=times[0])
-    time_s = float(value) * (HOUR_S if times[0] == "at_h" else 1.0)
+    try:  # a 400-digit integer does not fit a float: refused here, not an OverflowError
+        number = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or number < 0:
+        raise HulkInputError(f"must be a finite time >= 0, got {safe_repr(value)}", source=src, row=row, field=times[0])
+    time_s = number * (HOUR_S if times[0] == "at_h" else 1.0)
     if time_s > limits.MAX_TRACE_TIME_S:  # 1e308 hours would be an infinite time
         raise HulkInputError(
             f"{time_s:.4g} s is past {limits.MAX_TRACE_TIME_S:.0e} s ({limits.cite('MAX_TRACE_TIME_S')})",
