@@ -11,6 +11,7 @@ validation layer fails here, naming its file, line and function.
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,6 +75,7 @@ def _is_reader(call: ast.Call) -> str | None:
     return f"{owner or '...'}.{f.attr}()"
 
 
+@cache
 def find_readers() -> list[tuple[str, int, str, str]]:
     """Every file-reading call outside ``reading.py``: (file, line, function, what)."""
     found = []

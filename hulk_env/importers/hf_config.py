@@ -260,17 +260,20 @@ FAMILIES: dict[str, Callable[[_Reader], _Family]] = {
 def read_config(path: str | Path) -> dict:
     """The mapping in a ``config.json``, read through the validation layer
     (:func:`hulk_env.validation.reading.read_data`: a regular file of at most
-    ``MAX_HF_CONFIG_BYTES``, UTF-8, nesting depth, repeated keys).
+    ``MAX_HF_CONFIG_BYTES``, UTF-8, nesting depth, repeated keys; then
+    :func:`hulk_env.validation.hf_config.check_hf_config`: types and bounds).
 
     Raises:
         HulkInputError: unreadable, oversized or binary file, invalid JSON, or not a JSON object.
     """
     from hulk_env.validation import limits
+    from hulk_env.validation.hf_config import check_hf_config
     from hulk_env.validation.reading import read_data
 
     data = read_data(path, syntax="json", what="config.json", max_bytes=limits.MAX_HF_CONFIG_BYTES)
     if not isinstance(data, dict):
         raise HulkInputError("a config.json must hold one JSON object", source=str(path))
+    check_hf_config(data, str(path))  # types and bounds of the keys the families read
     return data
 
 
