@@ -50,10 +50,10 @@ def check_hf_config(data: dict, source: str) -> None:
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int):
-                raise HulkInputError(f"must be a whole number, got {safe_repr(value)}", source=source, field=key)
+                raise HulkInputError(f"must be an integer, got {safe_repr(value)}", source=source, field=key)
             if not 0 <= value <= most:
                 raise HulkInputError(
-                    f"must be between 0 and {most:,} ({limits.cite(name)}), got {safe_repr(value)}",
+                    f"must be an integer between 0 and {most:,} ({limits.cite(name)}), got {safe_repr(value)}",
                     source=source,
                     field=key,
                 )
