@@ -63,6 +63,8 @@ def evaluate(
     instances = [replace(i, workload=apply_overrides(i.workload, **overrides)) for i in instances]
     setting = "".join(f" {k.replace('_', '-')}={v}" for k, v in overrides.items())
     names = [m.strip() for m in methods.split(",") if m.strip()]
+    if not names and not policy:
+        raise HulkInputError(f"--methods {methods!r} names no method; e.g. --methods naive,genetic", field="methods")
     extra = {n: resolve_method(n) for n in names if n not in METHODS}
     extra.update({f"policy:{Path(p).name}": policy_method(p) for p in policy or []})
     budgets = {n: budget for n in names} if budget else None
