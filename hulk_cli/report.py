@@ -282,9 +282,11 @@ def run_report(run_dir: Path):
         mine = next((e for e in board if e["method"] == "policy"), None)
         summary += f" {board[0]['method']} ranks first of {len(board)} methods"
         summary += f"; the policy ranks {mine['rank']}." if mine and mine["method"] != board[0]["method"] else "."
-    text = {"config.yaml": (run_dir / "config.yaml").read_text(encoding="utf-8")}
+    from hulk_env.validation.reading import read_text
+
+    text = {"config.yaml": read_text(run_dir / "config.yaml")}
     if (run_dir / "versions.json").is_file():
-        text["versions.json (when it trained)"] = (run_dir / "versions.json").read_text(encoding="utf-8")
+        text["versions.json (when it trained)"] = read_text(run_dir / "versions.json")
     text["evaluated on"] = "\n".join(i.instance_id for i in instances)
     return Report(f"hulk train: {run_dir.name}", summary, pictures, board, [_row_dict(r) for r in rows], text, notes)
 
