@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import resource
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,24 @@ import pytest
 from hulk_env.cluster import paper_data_dir
 
 BAD_FILES = Path(__file__).resolve().parent / "data" / "bad"
+CPU_LOG_ENV = "HULK_TEST_CPU_LOG"  # a file: each test's CPU seconds (its own and its children's)
+
+
+def _cpu_s() -> float:
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``HULK_TEST_CPU_LOG=FILE``: append ``<cpu seconds> <test id>`` per test (setup, call
+    and teardown), a measure that a loaded shared machine does not inflate as it does wall time."""
+    log = os.environ.get(CPU_LOG_ENV)
+    start = _cpu_s() if log else 0.0
+    yield
+    if log:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(f"{_cpu_s() - start:.3f} {item.nodeid}\n")
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +52,7 @@ def geo_evaluation(tmp_path_factory) -> Path:
               "--out", str(out)], catch_exceptions=False,
     )
     assert result.exit_code == 0, result.output
-    assert f"report: {out / 'report.html'}" in " ".join(result.output.split())
+    assert f"report:{out / 'report.html'}" in "".join(result.output.split())  # rich may wrap a long path
     return out
 
 

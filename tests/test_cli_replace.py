@@ -162,6 +162,7 @@ def test_bench_figures_keep_failures_in_the_averages() -> None:
     assert out["search_decision_s_median"] == pytest.approx(6.0)
 
 
+@pytest.mark.slow  # ~28 s CPU; every method on every scenario stays covered fast by test_replacement_methods.py
 def test_bench_replace_runs_every_method_on_every_scenario(monkeypatch) -> None:
     result = run("bench", "replace", "--clusters", "cloud-3region", "--budget", "300", "--json")
     assert result.exit_code == 0, result.output

@@ -276,6 +276,7 @@ def test_killed_during_a_checkpoint_write_resumes_without_its_temp_file(tmp_path
     _assert_clean(run, 512)
 
 
+@pytest.mark.slow  # ~24 s CPU; the lock stays covered fast by test_lock_names_its_holder_and_dies_with_it
 def test_two_runs_on_one_directory(tmp_path):
     run, gate = tmp_path / "shared", tmp_path / "gate"
     gate.mkdir()

@@ -111,6 +111,7 @@ train(TrainSettings("smoke", tuple(sys.argv[2:]))) if sys.argv[1] == "new" else 
 """
 
 
+@pytest.mark.slow  # ~33 s CPU; kill + resume stay covered fast by test_runs.py::test_killed_*
 def test_killed_run_resumes_to_the_same_timesteps(tmp_path):
     total = 2048  # 16 rollouts of 128 steps
     overrides = [f"train.out={tmp_path}", "train.name=killed", f"train.total_timesteps={total}",
