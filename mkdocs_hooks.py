@@ -168,7 +168,7 @@ def cli_markdown() -> str:
 
 def _command_markdown(command: Any, path: str, out: list[str]) -> None:
     subcommands = getattr(command, "commands", None)
-    level = min(6, 1 + path.count(" ") + 1)
+    level = min(6, 1 + path.count(" "))
     if path != "hulk":
         out.append(f"{'#' * level} `{path}`\n")
     help_text = inspect.cleandoc(command.help or "")
