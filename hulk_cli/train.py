@@ -186,8 +186,9 @@ def write_run_report(run_dir: Path) -> str:
         return ""
     try:
         return f"report: {write_report(run_dir)}"
-    except HulkInputError as exc:
-        return f"report: not written ({exc.one_line()})"
+    except (HulkInputError, OSError) as exc:  # the run and its results are saved: say why, go on
+        message = exc.one_line() if isinstance(exc, HulkInputError) else str(exc)
+        return f"report: not written ({message})"
 
 
 @clean_errors
