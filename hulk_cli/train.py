@@ -97,7 +97,7 @@ def comparison_table(rows: list, title: str) -> Table:
             f"{e['total_wall_s']:.2f}",
         ]
         body.append(cells)
-    table = Table(title=title, caption="speed-up over naive (geometric mean); gap to the best method (mean per instance)")
+    table = Table(title=title, caption="speed-up over naive (geometric mean); gap to the best (mean per instance)")
     for k, header in enumerate(headers):
         if header == "method":  # the one column that gives way: it folds, never cuts
             table.add_column(header, overflow="fold", min_width=6)
