@@ -131,6 +131,8 @@ def outcome_sentence(rows: list, policy: str) -> str:
     """What happened, in one sentence computed from the figures: the trained policy (the greedy
     ``policy`` row) against the best baseline -- ahead, level, or behind and by how much -- and
     which baseline's iteration time it reached when it reached one exactly."""
+    import math
+
     from hulk_env.evaluation import leaderboard
 
     entries = {e["method"]: e for e in leaderboard(rows)}
@@ -147,18 +149,29 @@ def outcome_sentence(rows: list, policy: str) -> str:
         return f"The trained policy reached x{mine['geomean_speedup_vs_naive']:.2f} over naive; no baseline found a feasible placement."
     best = max(solved, key=lambda e: (e["solved"], e["geomean_speedup_vs_naive"]))
     ratio = mine["geomean_speedup_vs_naive"] / best["geomean_speedup_vs_naive"]
+    tied = [e["method"] for e in solved if e["solved"] == best["solved"]
+            and math.isclose(e["geomean_speedup_vs_naive"], best["geomean_speedup_vs_naive"], rel_tol=1e-9)]
+    best_names = _names(tied)
+    the_best = f"the best baseline, {best_names}" if len(tied) == 1 else f"the best baselines, {best_names}"
     same = _same_times(rows, policy)
     unsolved = f" (no feasible placement on {mine['instances'] - mine['solved']} of {mine['instances']} instances)" if mine["solved"] < mine["instances"] else ""
     figures = f"x{mine['geomean_speedup_vs_naive']:.2f} over naive{unsolved}"
     if abs(ratio - 1.0) <= 1e-9 or best["method"] in same:
-        return f"The trained policy matched the best baseline, {best['method']}: {figures}."
+        return f"The trained policy matched {the_best}: {figures}."
     if ratio > 1.0:
         return (f"The trained policy beat every baseline: {figures}, {100 * (1 - 1 / ratio):.1f}% less time per iteration "
-                f"than the best baseline, {best['method']} (x{best['geomean_speedup_vs_naive']:.2f}).")
+                f"than {the_best} (x{best['geomean_speedup_vs_naive']:.2f}).")
     beaten = sum(1 for e in solved if e["geomean_speedup_vs_naive"] < mine["geomean_speedup_vs_naive"] * (1 - 1e-9))
     stayed = f"stayed at {same[0]}'s iteration time ({figures})" if same else f"reached {figures}"
-    return (f"The trained policy {stayed}, {100 * (1 / ratio - 1):.1f}% more time per iteration than the best baseline, "
-            f"{best['method']} (x{best['geomean_speedup_vs_naive']:.2f}); it beat {beaten} of {len(baselines)} baselines.")
+    return (f"The trained policy {stayed}, {100 * (1 / ratio - 1):.1f}% more time per iteration than {the_best} "
+            f"(x{best['geomean_speedup_vs_naive']:.2f}); it beat {beaten} of {len(baselines)} baselines.")
+
+
+def _names(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``; past four, ``a, b, c and N others``."""
+    if len(names) > 4:
+        names = [*names[:3], f"{len(names) - 3} others"]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _same_times(rows: list, policy: str) -> list[str]:
@@ -186,7 +199,7 @@ def write_run_report(run_dir: Path) -> str:
         return ""
     try:
         return f"report: {write_report(run_dir)}"
-    except (HulkInputError, OSError) as exc:  # the run and its results are saved: say why, go on
+    except (HulkInputError, OSError, ImportError) as exc:  # the run and its results are saved: say why, go on
         message = exc.one_line() if isinstance(exc, HulkInputError) else str(exc)
         return f"report: not written ({message})"
 

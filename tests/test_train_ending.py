@@ -50,6 +50,26 @@ def test_sentence_when_the_policy_matches_beats_or_fails() -> None:
     assert behind.endswith("it beat 1 of 3 baselines.")  # naive only
 
 
+def test_sentence_names_every_baseline_tied_at_the_best() -> None:
+    r = rows({"gnn-ppo": 1.6, "latency-chain-dp": 1.6, "partition": 1.6, "compute-greedy": 2.0, "policy": 2.0})
+    assert train_cli.outcome_sentence(r, "policy") == (
+        "The trained policy stayed at compute-greedy's iteration time (x5.00 over naive), 25.0% more time per iteration "
+        "than the best baselines, gnn-ppo, latency-chain-dp and partition (x6.25); it beat 1 of 5 baselines."
+    )
+
+
+def test_a_report_that_cannot_be_built_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import types
+
+    def broken(run_dir):
+        raise ImportError("No module named 'hulk_env.render.report_page'")
+
+    monkeypatch.setitem(sys.modules, "hulk_cli.report", types.SimpleNamespace(write_report=broken))
+    assert train_cli.write_run_report(tmp_path) == "report: not written (No module named 'hulk_env.render.report_page')"
+    monkeypatch.setitem(sys.modules, "hulk_cli.report", types.SimpleNamespace(write_report=lambda d: d / "report.html"))
+    assert train_cli.write_run_report(tmp_path) == f"report: {tmp_path / 'report.html'}"
+
+
 def test_sentence_over_several_instances_counts_unsolved() -> None:
     r = rows({"latency-chain-dp": 1.0, "policy": 2.0}, "a") + rows({"latency-chain-dp": 1.0, "policy": float("nan")}, "b")
     sentence = train_cli.outcome_sentence(r, "policy")
