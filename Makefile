@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LOG := $(VENV)/install.log
 
-.PHONY: run test install lint docs check-core-install rllib-env test-rllib clean
+.PHONY: run test install lint chromium docs check-core-install rllib-env test-rllib clean
 
 $(BIN)/python:
 	@$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -33,9 +33,21 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP)
+# The report's browser test (tests/test_report_browser.py) needs headless Chromium: the Debian
+# package, installed (as root) only when missing; HULK_REQUIRE_CHROMIUM makes the test fail, not skip.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@echo "installing chromium for the report's browser test (log: $(VENV)/chromium-install.log)"
+	@mkdir -p $(VENV)
+	@{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } \
+	   > $(VENV)/chromium-install.log 2>&1 \
+	   || { tail -n 20 $(VENV)/chromium-install.log; echo "chromium install failed (needs root and Debian's packages)"; exit 1; }
+
+chromium: $(CHROMIUM)
+
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	HULK_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q
 	@$(MAKE) --no-print-directory docs
 	@$(MAKE) --no-print-directory check-core-install
 	@$(MAKE) --no-print-directory test-rllib
