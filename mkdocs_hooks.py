@@ -168,7 +168,7 @@ def cli_markdown() -> str:
 
 def _command_markdown(command: Any, path: str, out: list[str]) -> None:
     subcommands = getattr(command, "commands", None)
-    level = min(6, 1 + path.count(" ") + 1)
+    level = min(6, 1 + path.count(" "))
     if path != "hulk":
         out.append(f"{'#' * level} `{path}`\n")
     help_text = inspect.cleandoc(command.help or "")
@@ -195,3 +195,21 @@ def _command_markdown(command: Any, path: str, out: list[str]) -> None:
 
 def _cell(text: str) -> str:
     return " ".join(_inline(str(text)).split()).replace("|", "\\|")
+
+
+# -- the API page (mkdocstrings) ---------------------------------------------------------------
+
+try:  # griffe comes with mkdocstrings[python] (the `docs` extra); without it only the hooks above
+    import griffe
+except ImportError:  # pragma: no cover
+    griffe = None
+
+if griffe is not None:
+
+    class SphinxRolesToMarkdown(griffe.Extension):
+        """The API page's docstrings with the project's Sphinx roles and ````literals```` as
+        Markdown code (mkdocs.yml: ``extensions: [mkdocs_hooks.py:SphinxRolesToMarkdown]``)."""
+
+        def on_instance(self, *, node: Any, obj: Any, agent: Any, **kwargs: Any) -> None:
+            if obj.docstring is not None:
+                obj.docstring.value = "\n".join(_inline(line) for line in obj.docstring.value.splitlines())

@@ -116,11 +116,15 @@ def test_skip_markers_give_a_reason(readme: str) -> None:
     assert any(b.lang == "python" for b in runnable)
 
 
-def test_readme_links_exist(readme: str) -> None:
-    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme):
+@pytest.mark.parametrize("page", ["README.md", "experiments/README.md", *sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "experiments" / "log").glob("*.md"))])
+def test_links_exist(page: str) -> None:
+    """Relative links of the README, the experiments index and the logs point at files."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
         if "://" in target:
             continue
-        assert (ROOT / target).exists(), f"README links to {target}, which is not in the repository"
+        assert (ROOT / page).parent.joinpath(target).exists(), f"{page} links to {target}, which is not there"
 
 
 def test_readme_hulk_lines_match_the_commands(readme: str, hulk_command) -> None:
