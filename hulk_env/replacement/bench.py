@@ -10,6 +10,13 @@ Figures: ``scenarios`` (run), ``infeasible`` (scenarios no method could answer: 
 lack memory), ``<method>_total_vs_best`` (geometric mean over the feasible scenarios of the
 method's horizon total over the best method's; ``inf`` if the method failed a scenario that
 another answered: failures are never dropped), and median decision seconds.
+
+Held out (issue 34): the default run also answers the same failures of :func:`heldout_clusters`
+-- clusters drawn over the validation and the unseen cities
+(:data:`hulk_env.evaluation.suites.VALIDATION_CITIES`, ``UNSEEN_CITIES``), none of the four above --
+and reports ``agent_total_vs_best_heldout`` (the agent's geometric mean over them) beside
+``agent_total_vs_best`` (over the four clusters the agent was tuned on). A run with ``clusters``
+given reports ``None`` there.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hulk_env.baselines import get_method
+from hulk_env.cluster.model import Cluster, geo_cluster
 from hulk_env.errors import HulkInputError
 from hulk_env.evaluation.stats import geometric_mean
 from hulk_env.generators import fixed_instance
@@ -31,6 +39,10 @@ from hulk_env.replacement.problem import DEFAULT_HORIZON, ReplacementProblem, Re
 BENCH_CLUSTERS = ("paper-12city-47", "cloud-3region", "cloud-8region", "hulk-paper")
 BENCH_MODELS = (("gpt3-13b", 1), ("gpt3-13b", 2), ("gpt3-1.3b", 4))
 START_METHOD = "latency-chain-dp"
+# Held-out clusters: (cities, machines) drawn over each held-out city pool with HELDOUT_SEED,
+# the cloud GPU mix of the built-in clusters; the first city set of each pool in sorted order.
+HELDOUT_SHAPES = ((4, 16), (8, 64))
+HELDOUT_SEED = 34
 
 
 @dataclass(frozen=True)
@@ -60,8 +72,25 @@ def available_clusters(names: tuple[str, ...] = BENCH_CLUSTERS) -> list[str]:
     return out
 
 
+def heldout_clusters() -> list[Cluster]:
+    """Clusters over the validation and the unseen cities (one per :data:`HELDOUT_SHAPES` and
+    pool), each city set drawn from the pool with :data:`HELDOUT_SEED`, machines spread evenly,
+    GPUs from :data:`hulk_env.cluster.builtin.CLOUD_GPU_MIX`: same seed, same clusters."""
+    from hulk_env.cluster.builtin import CLOUD_GPU_MIX, LINK_NOISE
+    from hulk_env.evaluation.suites import UNSEEN_CITIES, VALIDATION_CITIES
+
+    out = []
+    for pool_name, pool in (("val", VALIDATION_CITIES), ("unseen", UNSEEN_CITIES)):
+        for i, (cities, machines) in enumerate(HELDOUT_SHAPES):
+            rng = np.random.default_rng([HELDOUT_SEED, i, len(pool)])
+            chosen = [str(c) for c in rng.choice(sorted(pool), min(cities, len(pool)), replace=False)]
+            name = f"heldout-{pool_name}-{machines}"
+            out.append(geo_cluster(chosen, machines // len(chosen), CLOUD_GPU_MIX, seed=HELDOUT_SEED, name=name, link_noise=LINK_NOISE))
+    return out
+
+
 def bench_scenarios(
-    clusters: tuple[str, ...] | list[str] | None = None,
+    clusters: tuple[str | Cluster, ...] | list[str | Cluster] | None = None,
     models: tuple[tuple[str, int], ...] = BENCH_MODELS,
     horizon_iterations: int = DEFAULT_HORIZON,
     seed: int = 0,
@@ -69,6 +98,7 @@ def bench_scenarios(
     """The fixed scenario set (see the module docstring)."""
     out = []
     for cluster in clusters or available_clusters():
+        label = cluster.name if isinstance(cluster, Cluster) else cluster
         for model, d in models:
             inst = fixed_instance(cluster, model, data_parallel=d)
             start = get_method(START_METHOD)(inst, seed, None)
@@ -76,10 +106,10 @@ def bench_scenarios(
                 continue
             for sc in standard_scenarios(inst.cluster, start.placement, seed):
                 problem = ReplacementProblem(
-                    _named(inst, cluster, model, d), start.placement, list(sc.failed),
+                    _named(inst, label, model, d), start.placement, list(sc.failed),
                     horizon_iterations=horizon_iterations, label=sc.label,
                 )
-                out.append(BenchScenario(f"{cluster}/{model}x{d}/{sc.label}", problem))
+                out.append(BenchScenario(f"{label}/{model}x{d}/{sc.label}", problem))
     return out
 
 
@@ -154,6 +184,13 @@ def bench_replace(
     methods: dict[str, ReplaceMethod | None] = {m: get_replace_method(m) for m in BENCH_METHODS}
     out = summarise(scenarios, run_bench(scenarios, methods, seed, budget))
     rows = out.pop("rows")
+    out["agent_total_vs_best_heldout"] = None
+    if clusters is None:
+        held = bench_scenarios(heldout_clusters(), horizon_iterations=horizon_iterations, seed=seed)
+        figures = summarise(held, run_bench(held, methods, seed, budget))
+        out["agent_total_vs_best_heldout"] = figures["agent_total_vs_best"]
+        out["heldout_scenarios"] = figures["scenarios"]
+        rows += figures["rows"]
     out["agent_policy"] = dict(policy_weights.TRAINING, temperature=policy_weights.TEMPERATURE)
     out["rows"] = rows
     return out
