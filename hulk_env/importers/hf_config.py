@@ -73,7 +73,6 @@ which); pass ``seq_len`` to choose.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -408,20 +407,17 @@ SLIDING = ("mistral", "mixtral", "qwen2", "qwen2_moe", "gemma2", "phi3")
 
 
 def read_config(path: str | Path) -> dict:
-    """The mapping in a ``config.json``.
+    """The mapping in a ``config.json``, read through the validation layer
+    (:func:`hulk_env.validation.reading.read_data`: a regular file of at most
+    ``MAX_HF_CONFIG_BYTES``, UTF-8, nesting depth, repeated keys).
 
     Raises:
-        HulkInputError: unreadable file, invalid JSON, or not a JSON object.
+        HulkInputError: unreadable, oversized or binary file, invalid JSON, or not a JSON object.
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise HulkInputError(f"cannot read the file ({err.strerror or err})", source=str(path)) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise HulkInputError(f"not valid JSON: {err.msg}", source=str(path), row=err.lineno) from None
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_data
+
+    data = read_data(path, syntax="json", what="config.json", max_bytes=limits.MAX_HF_CONFIG_BYTES)
     if not isinstance(data, dict):
         raise HulkInputError("a config.json must hold one JSON object", source=str(path))
     return data

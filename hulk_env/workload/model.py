@@ -126,9 +126,10 @@ class Workload:
         src = f"model '{self.name}'"
         if n < 1:
             raise HulkInputError("a model needs at least one layer", source=src)
-        if len(set(names)) != n:
-            dup = sorted({x for x in names if names.count(x) > 1})
-            raise HulkInputError(f"duplicate layer names {dup}", source=src)
+        if len({x.casefold() for x in names}) != n:  # unique ignoring case, as machine names
+            folded = [x.casefold() for x in names]
+            dup = sorted({x for x, f in zip(names, folded, strict=True) if folded.count(f) > 1})
+            raise HulkInputError(f"duplicate layer names {dup} (names are unique ignoring case)", source=src)
         if self.recompute_flops is None:
             object.__setattr__(self, "recompute_flops", np.zeros(n))
         for label in ("flops", "params", "activation_bytes", "stash_bytes", "recompute_flops"):
