@@ -89,7 +89,7 @@ def import_hf(
     seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (default: the context length, at most 4096).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """A Hugging Face config.json (Llama, Mistral, Qwen2, Falcon, GPT-NeoX, GPT-2, OPT, BLOOM, T5) to a workload file."""
+    """A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, DeepSeek, Gemma, Gemma 2, Phi-3, Falcon, GPT-NeoX, GPT-J, GPT-2, OPT, BLOOM, T5) to a workload file; keys it does not understand are refused."""
     from hulk_env.importers.hf_config import import_hf_config
 
     data = import_hf_config(config, name=name, seq_len=seq_len)
@@ -103,7 +103,7 @@ def import_torch(
     spec: Annotated[str, typer.Argument(metavar="MODULE:FACTORY", help="A callable returning the nn.Module (importable from here or PYTHONPATH).")],
     out: OutOpt,
     input_shape: Annotated[list[str], typer.Option("--input-shape", help="One micro-batch's shape per forward argument, e.g. 2,64 (repeatable).")],
-    input_dtype: Annotated[list[str] | None, typer.Option("--input-dtype", help="long (token ids) or float, one for all inputs or one per input.")] = None,
+    input_dtype: Annotated[list[str] | None, typer.Option("--input-dtype", help="long (token ids) or float, one for all inputs or one per input (default: what the first operation reading each input takes: an embedding ids, anything else floats).")] = None,
     dtype: Annotated[str, typer.Option("--dtype", help="Training dtype of weights and activations: bfloat16, float16 or float32.")] = "bfloat16",
     block_depth: Annotated[int, typer.Option("--block-depth", min=1, help="Which level of child modules forms the layers (1 = top-level).")] = 1,
     name: NameOpt = None,
@@ -122,7 +122,7 @@ def import_torch(
     shapes = [parse_shape(text) for text in input_shape]
     try:
         result = import_in_child(
-            spec, shapes, input_dtypes=input_dtype or ["long"], dtype=dtype, block_depth=block_depth, name=name,
+            spec, shapes, input_dtypes=input_dtype or None, dtype=dtype, block_depth=block_depth, name=name,
             time_limit_s=time_limit,
         )  # fmt: skip
     except ImportInterrupted:

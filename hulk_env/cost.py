@@ -62,8 +62,9 @@ number of distinct machines of replica ``r`` (its pipeline depth: the first stag
 upper bound for the later stages). Feasible when every machine's use is ``<= memory_bytes``.
 
 Mixture-of-experts layers (:mod:`hulk_env.moe`, where the formulas live): their all-to-all
-within each layer's expert-parallel group adds to ``X_ab`` like pipeline edges and to ``P`` as
-the wait of each MoE slot's forward and backward; routed-expert parameters leave the rings and
+within each layer's expert-parallel group adds to ``X_ab`` like pipeline edges, and to ``P`` and
+to ``C_m`` (a blocking collective: the machine waits) as the wait of each MoE slot's forward and
+backward; routed-expert parameters leave the rings and
 are held once per machine of the group, ``ceil(E / G)`` experts each. Without MoE layers every
 figure is as above, bit for bit.
 """
@@ -396,12 +397,16 @@ def iteration_times(cluster: Cluster, workload: Workload, placements: np.ndarray
 # Terms of the model (each over a batch [N, D, L] of validated placements)
 # --------------------------------------------------------------------------------------------
 def machine_compute_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
-    """``[N, M]`` compute seconds per micro-batch on each machine, ``C_m``."""
+    """``[N, M]`` compute seconds per micro-batch on each machine, ``C_m`` (plus the all-to-all
+    waits of its MoE slots, forward and backward: :mod:`hulk_env.moe`)."""
     n, d, n_layers = mach.shape
     m = cluster.num_machines
     flops = np.broadcast_to(train_flops(workload), (n, d, n_layers))
     slots = (np.arange(n)[:, None, None] * m + mach).ravel()
     total = np.bincount(slots, weights=flops.ravel(), minlength=n * m).reshape(n, m)
+    if workload.moe is not None:  # a machine waits for its all-to-alls (both passes)
+        wait = 2.0 * moe.a2a_latency_s(cluster, workload, mach)
+        return total / cluster.flops + np.bincount(slots, weights=wait.ravel(), minlength=n * m).reshape(n, m)
     return total / cluster.flops
 
 

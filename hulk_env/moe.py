@@ -27,7 +27,10 @@ machine ``a``, each other member ``b`` of its group therefore gets ``2 V / G`` b
 ``a -> b`` and sends ``2 V / G`` over ``b -> a`` (forward + backward): the link occupancy
 ``X_ab`` of :mod:`hulk_env.cost` counts them like pipeline edges (:func:`a2a_transfers`).
 
-Latency: a slot's forward (and its backward) waits for its exchange. Dispatches to the members
+Latency: a slot's forward (and its backward) waits for its exchange, and so does its machine: the
+all-to-all is a blocking collective (as NCCL's all-to-all in DeepSpeed-MoE and Megatron-LM, where
+the next kernel waits for it), so a machine's seconds per micro-batch ``C_m`` add each MoE slot's
+wait in both passes (:func:`a2a_latency_s`). Dispatches to the members
 run side by side on different links, each combine after its dispatch, so one exchange takes
 ``max_b [alpha_ab + alpha_ba + (V / G) (1 / beta_ab + 1 / beta_ba)]`` (:func:`a2a_latency_s`);
 ``a2a_count`` exchanges of ``V / a2a_count`` each add ``a2a_count`` round-trip latencies.

@@ -64,7 +64,8 @@ MoE all-to-all        a layer with routed experts (``Workload.moe``) held by ``G
                       once they have arrived the same bytes come back over ``b -> a``
                       (combine); the task's outputs leave only after the last combine of the
                       last round has arrived. ``V`` is ``moe.a2a_bytes`` (tokens x ``top_k`` x
-                      capacity factor x width x bytes). The machine is free meanwhile. The
+                      capacity factor x width x bytes). The machine stays busy until then (a
+                      blocking collective: no other task starts on it meanwhile). The
                       group's routed-expert parameters are not in any ring (each expert lives on
                       one member; the replicas there share it).
 ====================  ===========================================================================
@@ -529,6 +530,10 @@ def _simulate_pipeline(
         if rnd + 1 < plan[0]:
             start_exchange(tid, plan, rnd + 1, now)
         else:
+            x = task_mach[tid]
+            busy[x] = False
+            finish[x] = now
+            dirty.append(x)
             release(tid, now, dirty)
 
     # Time zero: every forward of a source layer is ready.
@@ -555,9 +560,13 @@ def _simulate_pipeline(
             # Task `tid` finished at `now`.
             completed += 1
             x = task_mach[tid]
-            busy[x] = False
-            finish[x] = now
-            dirty.append(x)
+            layer = (tid if tid < per_mb else tid - per_mb) % n_layers
+            r = (tid if tid < per_mb else tid - per_mb) // n_layers // nmb
+            plan = exchanges.get((r, layer))
+            if not plan:  # an MoE task keeps its machine until its exchange is over
+                busy[x] = False
+                finish[x] = now
+                dirty.append(x)
             if tid >= per_mb:
                 rest = tid - per_mb
                 q, layer = divmod(rest, n_layers)
@@ -566,9 +575,6 @@ def _simulate_pipeline(
                 remaining_b[key] -= 1
                 if remaining_b[key] == 0:
                     done_mb[x * d + r] += 1
-            layer = (tid if tid < per_mb else tid - per_mb) % n_layers
-            r = (tid if tid < per_mb else tid - per_mb) // n_layers // nmb
-            plan = exchanges.get((r, layer))
             if plan:
                 start_exchange(tid, plan, 0, now)
             else:

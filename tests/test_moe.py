@@ -129,12 +129,11 @@ def test_simulator_matches_analytic_on_a_lone_micro_batch():
 
 @pytest.mark.slow
 def test_analytic_and_simulator_agree_on_moe_instances():
-    """200 seeded MoE placements (16 s): median 4.0% within the dense set's 5%; p95 25%, beyond
-    its 15%: link-bound pipelines whose dispatch -> combine chains keep each link half idle
-    (the analytic model assumes the link stays busy)."""
+    """200 seeded MoE placements (~25 s): median 2.2% within the dense set's 5%; p95 18.7%,
+    beyond its 15% (scattered placements queue exchanges more than the per-slot wait says)."""
     comparison = analytic_vs_simulated(validation_cases(200, seed=0, models_drawn=MOE_VALIDATION_MODELS))
     assert comparison.median_rel_err <= 0.05
-    assert comparison.p95_rel_err <= 0.30
+    assert comparison.p95_rel_err <= 0.20
 
 
 def test_show_model_prints_active_params_and_all_to_all(cli_runner=None):
@@ -170,3 +169,25 @@ def test_workload_file_takes_moe_keys(tmp_path):
     path.write_text(text.format(k=9))
     with pytest.raises(HulkInputError, match="top_k 9 exceeds num_experts 8"):
         load_workload(str(path))
+
+
+def test_a_machine_waits_for_its_all_to_all():
+    cluster, w, placement = _two_machine_case()
+    bd = cost.evaluate(cluster, w, placement)
+    dense = cost.evaluate(cluster, replace(w, moe=None), placement)
+    wait = moe.a2a_latency_s(cluster, w, placement[None])[0]
+    assert bd.compute_s_per_mb[0] == pytest.approx(dense.compute_s_per_mb[0] + 2 * wait[0].sum())
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_mixtral_places_on_the_papers_47_machines(replicas):
+    from hulk_env.baselines import get_method
+    from hulk_env.feasibility import diagnose_memory
+    from hulk_env.instance import Instance
+
+    cluster = get_cluster("hulk-paper")
+    inst = Instance(cluster, catalog.get_model("mixtral-8x7b", data_parallel=replicas))
+    assert cluster.num_machines == 47 and diagnose_memory(inst).binding == "none"
+    result = get_method("compute-greedy")(inst, 0, 200)
+    bd = cost.evaluate(cluster, inst.workload, result.placement)
+    assert bd.memory_feasible and np.isfinite(bd.iteration_time_s)

@@ -31,7 +31,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # Writers: the atomic temp file of every output.
     ("hulk_env/files.py", "atomic_write_bytes"): "writes the temporary file of an atomic write",
     ("hulk_env/render/report_page.py", "write_report_file"): "writes the temporary file of the report page",
-    ("hulk_env/render/geo.py", "land_rings"): "package data: the shipped Natural Earth land outlines",
     ("hulk_env/evaluation/results.py", "append_csv"): "appends rows to the results.csv it writes (O_APPEND)",
     ("agents/runs.py", "lock_run_dir"): "the run directory's lock file (flock), never parsed",
     ("agents/files.py", "safe_torch_load"): "torch.load of bytes already read by reading.read_bytes (BytesIO)",

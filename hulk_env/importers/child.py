@@ -52,7 +52,7 @@ def import_in_child(
     spec: str,
     input_shapes: Sequence[Sequence[int]],
     *,
-    input_dtypes: Sequence[str] = ("long",),
+    input_dtypes: Sequence[str] | None = None,
     dtype: str = "bfloat16",
     block_depth: int = 1,
     name: str | None = None,
@@ -65,7 +65,7 @@ def import_in_child(
         ImportInterrupted: Ctrl-C.
     """
     request = {
-        "spec": spec, "input_shapes": [list(s) for s in input_shapes], "input_dtypes": list(input_dtypes),
+        "spec": spec, "input_shapes": [list(s) for s in input_shapes], "input_dtypes": None if input_dtypes is None else list(input_dtypes),
         "dtype": dtype, "block_depth": block_depth, "name": name,
     }
     package_root = str(Path(__file__).resolve().parents[2])  # so the child imports this hulk_env

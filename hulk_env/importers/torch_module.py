@@ -15,6 +15,21 @@ operation written directly in a traced ``forward`` (a residual add, a reshape, a
 the inputs, the first block that reads it; the edges of the layer graph are the data flowing
 between blocks.
 
+A parameter-free block called at several points (one pooling or activation module reused
+across a U-Net) is not a layer of its own: each call joins the block whose output it reads, as
+a root-level operation does. A block with parameters called twice (shared weights) is refused:
+its layer would have to live on two machines.
+
+Input dtypes, unless given: each input follows the first operation that consumes it (found by
+running the module once under a ``TorchFunctionMode``): an embedding (or ``one_hot``) takes
+integer ids (``long``), anything else (a convolution, a linear layer, a norm) a float tensor of
+the training dtype; views and shape queries pass the decision on to their result.
+
+Data-dependent control flow (routing tokens by ``torch.nonzero``, boolean masks or ``topk``
+indices, ``.item()``) cannot be measured on meta tensors: it is refused in one line saying so and
+what to do instead (the dense-dispatch form of a mixture of experts, or ``hulk import hf`` /
+a transformer with ``num_experts``).
+
 Per layer and per micro-batch (the input shapes are one micro-batch):
 
 * ``params``: the parameters of its modules, each counted once (a tied weight on its first
@@ -157,6 +172,20 @@ def _defined_callable(value: Any, module_name: str, name: str) -> bool:
     return callable(value) and not name.startswith("_") and getattr(value, "__module__", None) == module_name
 
 
+DATA_DEPENDENT_HINTS = ("nonzero", "data-dependent", "data dependent", "masked_select", ".item()",
+                        "item() cannot", "unique", "control flow", "GuardOnDataDependent")  # fmt: skip
+DATA_DEPENDENT_ADVICE = (
+    "a trace on meta tensors cannot follow values: write the routing in dense-dispatch form (run "
+    "every expert on every token and weight by the gates, e.g. a one_hot/scatter gate matrix), or "
+    "describe the mixture of experts with `hulk import hf` or a transformer with num_experts"
+)
+
+
+def _data_dependent(err: BaseException) -> bool:
+    text = str(err)
+    return any(hint in text for hint in DATA_DEPENDENT_HINTS)
+
+
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return text[0] if text else type(err).__name__
@@ -246,8 +275,9 @@ def trace_blocks(module, blocks: Sequence[str], spec: str, block_depth: int):
             if block_depth > 1
             else ""
         )
+        flow = " (data-dependent control flow)" if _data_dependent(err) else ""
         raise HulkInputError(
-            f"torch.fx cannot trace '{spec}' at block depth {block_depth} "
+            f"torch.fx cannot trace '{spec}' at block depth {block_depth}{flow} "
             f"({type(err).__name__}: {_first_line(err)}); group it differently: move the "
             "untraceable code into a child module (a block is run, not traced)" + deeper,
             field="module",
@@ -287,10 +317,13 @@ def _assign_groups(gm, blocks: Sequence[str]) -> tuple[dict[Any, str], list[str]
     group: dict[Any, str] = {}
     order: dict[str, int] = {}
     pending = []
+    reused = _reused_parameter_free(gm, blocks)
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "output"):
             continue
         owner = _owner(str(node.target), blocks) if node.op == "call_module" else None
+        if owner in reused:
+            owner = None  # a shared parameter-free module: each call joins its reader's block
         if owner is None:
             inputs = [group[n] for n in node.all_input_nodes if n in group]
             owner = max(inputs, key=order.__getitem__) if inputs else None
@@ -307,6 +340,25 @@ def _assign_groups(gm, blocks: Sequence[str]) -> tuple[dict[Any, str], list[str]
     for node in pending:
         group.setdefault(node, first)
     return group, sorted(order, key=order.__getitem__)
+
+
+def _reused_parameter_free(gm, blocks: Sequence[str]) -> set[str]:
+    """Blocks without parameters or buffers called at more than one point of the graph."""
+    calls: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            owner = _owner(str(node.target), blocks)
+            if owner is not None and str(node.target) == owner:
+                calls[owner] = calls.get(owner, 0) + 1
+    modules = dict(gm.named_modules())
+    return {
+        name
+        for name, count in calls.items()
+        if count > 1
+        and name in modules
+        and not any(True for _ in modules[name].parameters())
+        and not any(True for _ in modules[name].buffers())
+    }
 
 
 def _run_measured(gm, group: dict, inputs: Sequence[Any]) -> tuple[dict, dict, dict]:
@@ -382,6 +434,67 @@ def _counter_total(module, inputs: Sequence[Any]) -> float:
     return float(counter.get_total_flops())
 
 
+# Operations that only look at a tensor or re-view it: the decision passes to their result.
+_NEUTRAL_OPS = frozenset({
+    "__get__", "size", "dim", "numel", "view", "reshape", "flatten", "unsqueeze", "squeeze",
+    "permute", "transpose", "contiguous", "expand", "chunk", "split", "unbind", "__getitem__",
+    "clone", "detach", "narrow", "unflatten", "movedim",
+})  # fmt: skip
+_ID_OPS = frozenset({"embedding", "embedding_bag", "one_hot"})
+
+
+def infer_input_dtypes(module, shapes: Sequence[Sequence[int]], dtype: str) -> list[str]:
+    """Per input, ``long`` or ``float`` from the first operation consuming it (module docstring).
+
+    Runs the module (on meta tensors) at most once per input plus once; an input nothing
+    consumes keeps ``long``.
+    """
+    torch = require_torch()
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_flatten
+
+    kinds: list[str | None] = [None] * len(shapes)
+
+    class _Decided(Exception):
+        pass
+
+    class Probe(TorchFunctionMode):
+        def __init__(self, tracked: dict[int, int]) -> None:
+            super().__init__()
+            self.tracked = tracked  # id(tensor) -> input index
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            leaves, _ = tree_flatten((args, kwargs))
+            hit = next((self.tracked[id(x)] for x in leaves if id(x) in self.tracked), None)
+            if hit is None or kinds[hit] is not None:
+                return func(*args, **kwargs)
+            op = getattr(func, "__name__", str(func))
+            if op in _NEUTRAL_OPS:
+                out = func(*args, **kwargs)
+                for x in tree_flatten(out)[0]:
+                    if isinstance(x, torch.Tensor):
+                        self.tracked[id(x)] = hit
+                return out
+            kinds[hit] = "long" if op in _ID_OPS else "float"
+            if kinds[hit] == "float":
+                raise _Decided  # rerun with this input as floats
+            return func(*args, **kwargs)
+
+    for _ in range(len(shapes) + 1):
+        tensors = make_inputs(shapes, [k or "long" for k in kinds], dtype)
+        keep = list(tensors)  # ids stay unique while the run lasts
+        try:
+            with Probe({id(t): i for i, t in enumerate(keep)}):
+                module(*tensors)
+        except _Decided:
+            continue
+        except Exception:  # the measured run says what fails, with the chosen dtypes
+            break
+        break
+    return [k or "long" for k in kinds]
+
+
 def make_inputs(shapes: Sequence[Sequence[int]], kinds: Sequence[str], dtype: str) -> list:
     """Meta tensors for one micro-batch: ``long`` (token ids, zeros) or ``float`` (``dtype``)."""
     torch = require_torch()
@@ -408,7 +521,7 @@ def import_torch_module(
     spec: str,
     input_shapes: Sequence[Sequence[int]],
     *,
-    input_dtypes: Sequence[str] = ("long",),
+    input_dtypes: Sequence[str] | None = None,
     dtype: str = "bfloat16",
     block_depth: int = 1,
     name: str | None = None,
@@ -419,7 +532,8 @@ def import_torch_module(
         spec: ``MODULE:FACTORY``.
         input_shapes: one shape per ``forward`` argument; the first dimension of the first is
             the micro-batch size (sequences or images).
-        input_dtypes: ``long`` (token ids) or ``float``, one for all inputs or one per input.
+        input_dtypes: ``long`` (token ids) or ``float``, one for all inputs or one per input;
+            ``None``: each follows the first operation consuming it (:func:`infer_input_dtypes`).
         dtype: the training dtype of weights and activations.
         block_depth: which level of children forms the layers (1 = top-level).
         name: the workload's name (default: ``FACTORY``).
@@ -434,6 +548,8 @@ def import_torch_module(
     if not input_shapes:
         raise HulkInputError("give at least one input shape, e.g. 2,64", field="input_shape")
     module = build_on_meta(spec, dtype)
+    if not input_dtypes:
+        input_dtypes = infer_input_dtypes(module, input_shapes, dtype)
     inputs = make_inputs(input_shapes, input_dtypes, dtype)
     blocks = block_names(module, block_depth)
     if not blocks:
@@ -447,6 +563,14 @@ def import_torch_module(
         flops, stash, out_bytes = _run_measured(gm, group, inputs)
         counter_flops = _counter_total(module, inputs)
     except Exception as err:
+        if _data_dependent(err):
+            seen = next((hint for hint in DATA_DEPENDENT_HINTS if hint in str(err)), "a value")
+            raise HulkInputError(
+                f"'{spec}' has data-dependent control flow (it branches or indexes on {seen!r} "
+                "while running: routing by torch.nonzero, boolean masks, topk indices or .item()); "
+                f"{DATA_DEPENDENT_ADVICE}",
+                field="module",
+            ) from None
         shapes = " ".join(",".join(map(str, s)) for s in input_shapes)
         raise HulkInputError(
             f"'{spec}' forward failed on inputs {shapes} ({type(err).__name__}: {_first_line(err)}); "
@@ -515,8 +639,9 @@ def _edges_and_activations(gm, group: dict, layers: list[_Layer], out_bytes: dic
         if rank[u] > rank[v]:
             raise HulkInputError(
                 f"block '{v}' of '{spec}' runs again after '{u}' and reads its output (a block "
-                "called twice, e.g. shared weights); it cannot be one layer: group differently "
-                "(a larger block holding both calls, or --block-depth)",
+                "with parameters called twice: shared weights, whose layer cannot live on two "
+                "machines); group differently: one module holding every call of it (parameter-"
+                "free modules may be reused freely)",
                 field="module",
             )
         act[u] = max(act[u], float(sum(tensors.values())))
