@@ -76,7 +76,7 @@ import numpy as np
 
 from hulk_env.errors import HulkInputError
 from hulk_env.validation import limits
-from hulk_env.workload.model import Workload, check_recompute
+from hulk_env.workload.model import PLAN_KEYS, Workload, check_recompute
 
 ARCHITECTURES = ("decoder", "encoder", "encoder-decoder")
 NORMS = ("layernorm", "rmsnorm")
@@ -114,6 +114,8 @@ class TransformerConfig:
         layers_per_block: coarsen the built graph into blocks of this many layers.
         recompute: activation recomputation, ``"none"``, ``"selective"`` or ``"full"`` (the
             module docstring gives its stash and extra FLOPs).
+        tensor_parallel, zero, sync, inner_steps, outer_bits, streaming: plan settings, as in
+            :class:`Workload` (:mod:`hulk_env.parallelism`).
     """
 
     name: str
@@ -142,6 +144,12 @@ class TransformerConfig:
     grad_bytes_per_param: float = 2.0
     layers_per_block: int = 1
     recompute: str = "none"
+    tensor_parallel: int = 0
+    zero: int = 0
+    sync: str = "every-step"
+    inner_steps: int = 100
+    outer_bits: int = 32
+    streaming: bool = False
 
     def __post_init__(self) -> None:
         src = f"model config '{self.name}'"
@@ -349,6 +357,11 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
     names: list[str] = ["embed"]
     rows: list[LayerCost] = [_embedding(cfg)]
     acts: list[float] = [p * b * max(cfg.seq_len, cfg.target_seq_len) * h]
+    # Tensor-parallel all-reduces per pass (Narayanan et al. 2021, Megatron-LM): one of the
+    # embedding's output (vocab-parallel embedding), two per self-attention block (after the
+    # attention and after the MLP), three per cross-attention block, one in the head (its
+    # input gradient backward; the loss's small all-reduces forward, counted alike).
+    tp_bytes: list[float] = [acts[0]]
     edges: list[tuple[int, int]] = []
     n = cfg.num_layers
     if cfg.architecture == "encoder-decoder":
@@ -357,12 +370,14 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
             names.append(f"enc{i}")
             rows.append(enc if i < n else _total(enc, _final_norm(cfg, b, cfg.seq_len)))
             acts.append(act_block)
+            tp_bytes.append(2 * act_block)
             edges.append((i - 1, i))
         dec = transformer_block(cfg, "cross")
         for j in range(1, cfg.num_decoder_layers + 1):
             names.append(f"dec{j}")
             rows.append(dec)
             acts.append(p * b * cfg.target_seq_len * h)
+            tp_bytes.append(3 * p * b * cfg.target_seq_len * h)
             idx = len(names) - 1
             edges.append((0 if j == 1 else idx - 1, idx))
             edges.append((n, idx))  # cross-attention on the final encoder output
@@ -372,10 +387,12 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
             names.append(f"block{i}")
             rows.append(block)
             acts.append(act_block)
+            tp_bytes.append(2 * act_block)
             edges.append((i - 1, i))
     names.append("head")
     rows.append(_head(cfg))
     acts.append(0.0)  # the loss is a scalar; nothing is sent on
+    tp_bytes.append(p * b * (cfg.target_seq_len if cfg.architecture == "encoder-decoder" else cfg.seq_len) * h)
     edges.append((len(names) - 2, len(names) - 1))
     table = np.array(rows, dtype=np.float64)
     workload = Workload(
@@ -395,6 +412,8 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
         state_bytes_per_param=cfg.state_bytes_per_param,
         grad_bytes_per_param=cfg.grad_bytes_per_param,
         schedule=cfg.schedule,
+        tp_allreduce_bytes=np.array(tp_bytes),
+        **{k: getattr(cfg, k) for k in PLAN_KEYS},
     )
     k = cfg.layers_per_block if layers_per_block is None else layers_per_block
     return workload.coarsen(k)
