@@ -177,6 +177,13 @@ def ring_bytes_factor(workload: Workload) -> float:
     return 1.0
 
 
+def ring_traffic_factor(workload: Workload) -> float:
+    """Bytes a data-parallel ring sends per (inner) step over the plain all-reduce's: ZeRO-3's
+    ``(2 m + 1) / 2``, DiLoCo's ``outer_bits / 8 / q / H``."""
+    factor = ring_time_factor(workload) * ring_bytes_factor(workload)
+    return factor / workload.inner_steps if workload.sync == "diloco" else factor
+
+
 def intra_sync_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
     """``[N, M]`` seconds each machine spends all-reducing gradients among its ``d_m`` groups,
     once per (inner) step: ``2 (d_m - 1) / d_m * q sum_l Psi_l / t_m / beta_m`` over the slots
