@@ -17,6 +17,7 @@ from hulk_cli import (
     evaluate,
     failures,
     imports,
+    pareto,
     place,
     plot,
     replace,
@@ -32,6 +33,7 @@ app = typer.Typer(
 app.add_typer(show.app, name="show")
 app.add_typer(imports.app, name="import")
 app.command("place")(place.place)
+app.command("pareto")(pareto.pareto)
 app.command("evaluate")(evaluate.evaluate)
 app.add_typer(plot.app, name="plot")
 app.add_typer(bench.app, name="bench")
