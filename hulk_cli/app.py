@@ -14,6 +14,7 @@ from hulk_cli import (
     bench,
     bench_agent,
     bench_scale,
+    bench_settings,
     evaluate,
     failures,
     imports,
@@ -39,6 +40,7 @@ app.add_typer(plot.app, name="plot")
 app.add_typer(bench.app, name="bench")
 bench.app.command("train")(train.bench_train_command)
 bench.app.command("scale")(bench_scale.bench_scale_command)
+bench.app.command("settings")(bench_settings.bench_settings_command)
 app.command("train")(train.train_command)
 app.command("replace")(replace.replace)
 app.command("simulate-failures")(failures.simulate_failures)
