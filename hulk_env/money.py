@@ -45,11 +45,21 @@ def egress_usd_per_gb() -> dict[str, float]:
         return {row["tier"]: float(row["usd_per_gb"]) for row in csv.DictReader(f)}
 
 
-def machine_usd_per_hour(cluster: Cluster) -> np.ndarray:
-    """``[M]`` rental price per hour: the machine's ``usd_per_hour``, else GPUs x the list price.
+def usd_per_flops_hour() -> float:
+    """The median list price per hour of one effective FLOP/s over the priced catalog GPUs: the
+    imputation for a machine without a price (``impute=True``)."""
+    from hulk_env.hardware.gpus import GPUS
+
+    return float(np.median([usd / GPUS[name].effective_flops() for name, usd in gpu_usd_per_hour().items()]))
+
+
+def machine_usd_per_hour(cluster: Cluster, impute: bool = False) -> np.ndarray:
+    """``[M]`` rental price per hour: the machine's ``usd_per_hour``, else GPUs x the list price,
+    else (``impute``) its FLOP/s x :func:`usd_per_flops_hour`.
 
     Raises:
-        HulkInputError: a machine with neither (a custom or consumer GPU): give ``usd_per_hour``.
+        HulkInputError: a machine with no price (a custom or consumer GPU) and ``impute`` off:
+            give ``usd_per_hour``.
     """
     prices = gpu_usd_per_hour()
     out = []
@@ -58,6 +68,8 @@ def machine_usd_per_hour(cluster: Cluster) -> np.ndarray:
             out.append(float(mc.usd_per_hour))
         elif mc.gpu in prices:
             out.append(mc.num_gpus * prices[mc.gpu])
+        elif impute:
+            out.append(mc.flops * usd_per_flops_hour())
         else:
             raise HulkInputError(
                 f"machine '{mc.name}' ({mc.gpu}) has no list price; give usd_per_hour in the cluster "
@@ -114,9 +126,12 @@ class Dollars(NamedTuple):
     egress_bytes: float
 
 
-def dollars(cluster: Cluster, workload: Workload, placement: np.ndarray, iteration_time_s: float | None = None) -> Dollars:
+def dollars(
+    cluster: Cluster, workload: Workload, placement: np.ndarray, iteration_time_s: float | None = None,
+    impute: bool = False,
+) -> Dollars:
     """The breakdown of :func:`usd_per_iteration` (``iteration_time_s`` from the cost model
-    when not given)."""
+    when not given; ``impute``: see :func:`machine_usd_per_hour`)."""
     from hulk_env import cost
     from hulk_env.instance import Instance
     from hulk_env.traffic import link_traffic_bytes
@@ -125,7 +140,7 @@ def dollars(cluster: Cluster, workload: Workload, placement: np.ndarray, iterati
     if iteration_time_s is None:
         iteration_time_s = float(cost.evaluate(cluster, workload, mach).iteration_time_s)
     used = np.unique(mach)
-    rental = iteration_time_s / 3600.0 * float(machine_usd_per_hour(cluster)[used].sum())
+    rental = iteration_time_s / 3600.0 * float(machine_usd_per_hour(cluster, impute)[used].sum())
     sent = link_traffic_bytes(Instance(cluster, workload), mach)
     price = np.array([egress_usd_per_gb()[t] for t in TIERS])[tier_matrix(cluster)]
     egress = float((sent / 1e9 * price).sum())

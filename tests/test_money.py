@@ -55,3 +55,26 @@ def test_unpriced_gpu_says_what_to_give(tmp_path):
     path.write_text("machines:\n  - {name: a, region: Tokyo, gpu: RTX-3090, num_gpus: 4}\n")
     with pytest.raises(HulkInputError, match="usd_per_hour"):
         money.machine_usd_per_hour(load_cluster_file(path))
+
+
+def test_env_cost_and_mixed_rewards():
+    from hulk_env.env import PlacementEnv
+
+    returns = {}
+    for name in ("terminal", "cost", "mixed"):
+        env = PlacementEnv(cluster="cloud-3region", model="gpt3-350m", reward=name,
+                           generator_kwargs={"data_parallel": 2})
+        obs, info = env.reset(seed=0)
+        total, done = 0.0, False
+        while not done:
+            mask = info["action_mask"]
+            obs, reward, done, _, info = env.step(int(np.flatnonzero(mask)[0]))
+            total += reward
+        returns[name] = total
+        placement = np.array(info["placement"])
+    inst = env.instance
+    usd = money.dollars(inst.cluster, inst.workload, placement, impute=True).usd_per_iteration
+    ref = money.dollars(inst.cluster, inst.workload, env.reference_placement, impute=True).usd_per_iteration
+    saving = max(np.log(ref / usd), -5.0)
+    assert returns["cost"] == pytest.approx(saving)
+    assert returns["mixed"] == pytest.approx((returns["terminal"] + saving) / 2)
