@@ -199,3 +199,36 @@ def test_cluster_file_intra_node_override(tmp_path):
     path.write_text("machines:\n  - {name: a, region: Tokyo, gpu: A100-80GB, intra_node_gb_per_s: -3}\n")
     with pytest.raises(HulkInputError, match="intra_node_gb_per_s"):
         load_cluster_file(path)
+
+
+def test_diloco_share_100x_below_on_inter_datacenter_links(tmp_path):
+    """Three continents joined by 10 Gbit/s links, one 8 x H100 replica each (tensor parallel
+    8, 128 micro-batches of 8 sequences): DiLoCo (H = 100, 8 bits) puts the data-parallel share
+    of a step at least 100x below every-step sync's, and the amortised exchange is the rings at
+    one byte per parameter over H."""
+    from hulk_env.cluster.files import load_cluster_file
+
+    path = tmp_path / "continents.yaml"
+    path.write_text(
+        "machines:\n"
+        "  - {name: us, region: aws:us-east-1, gpu: H100, num_gpus: 8}\n"
+        "  - {name: eu, region: gcp:europe-west4, gpu: H100, num_gpus: 8}\n"
+        "  - {name: as, region: azure:southeastasia, gpu: H100, num_gpus: 8}\n"
+        "links:\n"
+        "  - {a: us, b: eu, rtt_ms: 80, bandwidth_gbps: 10}\n"
+        "  - {a: us, b: as, rtt_ms: 220, bandwidth_gbps: 10}\n"
+        "  - {a: eu, b: as, rtt_ms: 160, bandwidth_gbps: 10}\n"
+    )
+    cluster = load_cluster_file(path)
+    w = load_workload("gpt3-1.3b", data_parallel=3, micro_batch_size=8, num_micro_batches=128, tensor_parallel=8)
+    place = np.repeat(np.arange(3)[:, None], w.num_layers, axis=1)
+    every = cost.evaluate(cluster, w, place)
+    dil = cost.evaluate(cluster, w.with_training(sync="diloco", inner_steps=100, outer_bits=8), place)
+    share_every = every.dp_sync_s / every.iteration_time_s
+    share_dil = dil.dp_sync_s / dil.iteration_time_s
+    assert share_every / share_dil >= 100
+    # the ring of 3 sends 2 (k-1)/k of the 1-byte pseudo-gradients over its slowest link, plus
+    # 2 (k-1) hops of the ring's mean one-way latency, once every 100 steps
+    params = float(w.params.sum())
+    ring_s = 2 * 2 / 3 * params / 1.25e9 + 4 * (0.040 + 0.110 + 0.080) / 3
+    assert dil.dp_sync_s == pytest.approx(ring_s / 100, rel=1e-6)
