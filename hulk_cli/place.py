@@ -80,7 +80,8 @@ def place(
     )
     if settings is not None:
         shown = ", ".join(f"{k} {v}" for k, v in settings.items())
-        console.print(f"settings: {shown}; usd_per_iteration {usd:.4f}; {searched}")
+        money = "n/a (a machine has no price: give usd_per_hour)" if usd is None else f"{usd:.4f}"
+        console.print(f"settings: {shown}; usd_per_iteration {money}; {searched}")
     if result.reason:  # a feasible result's note, e.g. why it is the naive placement
         console.print(f"note: {result.reason}")
     if plot is not None:
@@ -113,7 +114,10 @@ def planned(request: PlacementRequest, fix: list[str], objective: str, max_usd: 
     best = found.best
     chosen = Instance(instance.cluster, best.workload)
     result = PlacementResult(request.method, best.placement, found.cost_evals, best.note)
-    usd = usd_per_iteration(chosen.cluster, chosen.workload, best.placement)
+    try:
+        usd = usd_per_iteration(chosen.cluster, chosen.workload, best.placement)
+    except HulkInputError:  # a machine without a price: the time objective still answers
+        usd = None
     summary = f"{len(found.plans)} settings searched, {found.pruned} pruned by the memory bounds, objective {objective}"
     return chosen, f"{request.method} + plan", result, wall_s, planner.settings_of(best.workload), usd, summary
 
