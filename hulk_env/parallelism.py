@@ -146,10 +146,14 @@ def rank_state_bytes(workload: Workload, params: np.ndarray, ranks: np.ndarray |
 
 def slot_state_bytes(cluster: Cluster, workload: Workload) -> np.ndarray:
     """``[M, L]`` model-state bytes a machine holds for one slot of layer ``l``: ``t_m d_m``
-    ranks of ``Psi_l / t_m`` parameters in a group of ``N = D d_m`` ranks."""
+    ranks of ``Psi_l / t_m`` parameters in a group of ``N = D d_m`` ranks. Routed experts of
+    MoE layers are left out: :mod:`hulk_env.moe` holds them (sharded over their expert-parallel
+    group, not by ZeRO)."""
+    from hulk_env.moe import dense_params
+
     d = inner_replicas(cluster, workload).astype(np.float64)[:, None]
     t = tp_degrees(cluster, workload).astype(np.float64)[:, None]
-    per_rank = rank_state_bytes(workload, workload.params[None, :] / t, workload.data_parallel * d)
+    per_rank = rank_state_bytes(workload, dense_params(workload)[None, :] / t, workload.data_parallel * d)
     return t * d * per_rank
 
 
@@ -157,9 +161,11 @@ def state_lower_bytes(workload: Workload) -> np.ndarray:
     """``[L]`` a lower bound of a slot's model state on any machine (``d_m = 1``: ZeRO over the
     ``D`` replicas only; more groups inside a machine never hold less), for the memory bounds
     of :mod:`hulk_env.feasibility`. Exactly ``state_bytes_per_param x params`` at ZeRO 0."""
+    from hulk_env.moe import slot_state_params
+
     if workload.zero == 0:
-        return workload.state_bytes_per_param * workload.params
-    return rank_state_bytes(workload, workload.params, float(workload.data_parallel))
+        return workload.state_bytes_per_param * slot_state_params(workload)
+    return rank_state_bytes(workload, slot_state_params(workload), float(workload.data_parallel))
 
 
 def ring_time_factor(workload: Workload) -> float:

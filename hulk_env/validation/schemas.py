@@ -313,6 +313,10 @@ _SETTING_BOUNDS: dict[str, tuple[float, float, str | None]] = {
     "zero": (0, 3, None),
     "inner_steps": (1, 1_000_000, None),
     "outer_bits": (4, 32, None),
+    # mixture of experts (issue 36): 0 = a dense model / no shared experts / no dense blocks
+    "num_experts": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
+    "shared_experts": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
+    "first_dense_layers": (0, limits.MAX_TRANSFORMER_BLOCKS, "MAX_TRANSFORMER_BLOCKS"),
 }
 _DEFAULT_BOUNDS = {
     "int": (1, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),

@@ -19,6 +19,7 @@ from typing import Any, TypedDict, Unpack
 import numpy as np
 
 from hulk_env.errors import HulkInputError
+from hulk_env.moe import MoELayers, check_moe_layers, coarsen_moe_layers, moe_summary
 from hulk_env.validation.sizes import check_workload_limits
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -125,6 +126,8 @@ class Workload:
             micro-batch in each direction (forward; the same again backward); default
             ``2 x activation_bytes`` (each explicit layer one transformer block: Megatron's two
             all-reduces of its output per pass).
+        moe: mixture-of-experts data per layer (:class:`hulk_env.moe.MoELayers`, or a dict of
+            its fields); ``None`` for a dense model.
     """
 
     name: str
@@ -150,6 +153,7 @@ class Workload:
     outer_bits: int = 32
     streaming: bool = False
     tp_allreduce_bytes: np.ndarray | None = None
+    moe: MoELayers | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         names = tuple(self.layer_names)
@@ -158,9 +162,10 @@ class Workload:
         src = f"model '{self.name}'"
         if n < 1:
             raise HulkInputError("a model needs at least one layer", source=src)
-        if len(set(names)) != n:
-            dup = sorted({x for x in names if names.count(x) > 1})
-            raise HulkInputError(f"duplicate layer names {dup}", source=src)
+        if len({x.casefold() for x in names}) != n:  # unique ignoring case, as machine names
+            folded = [x.casefold() for x in names]
+            dup = sorted({x for x, f in zip(names, folded, strict=True) if folded.count(f) > 1})
+            raise HulkInputError(f"duplicate layer names {dup} (names are unique ignoring case)", source=src)
         if self.recompute_flops is None:
             object.__setattr__(self, "recompute_flops", np.zeros(n))
         if self.tp_allreduce_bytes is None:
@@ -183,6 +188,9 @@ class Workload:
                 )
             arr.setflags(write=False)
             object.__setattr__(self, label, arr)
+        object.__setattr__(self, "moe", check_moe_layers(self.moe, n, src))
+        if self.moe is not None and np.any(self.moe.expert_params > self.params):
+            raise HulkInputError("expert_params exceed params on some layer", source=src, field="expert_params")
         edges = np.array(self.edges, dtype=np.int64, copy=True).reshape(-1, 2)
         if edges.size and (edges.min() < 0 or edges.max() >= n):
             raise HulkInputError(f"edge refers to a layer outside 0..{n - 1}", source=src, field="edges")
@@ -305,6 +313,7 @@ class Workload:
             edges=bedges,
             recompute_flops=np.bincount(block, self.recompute_flops, nb),
             tp_allreduce_bytes=np.bincount(block, self.tp_allreduce_bytes, nb),
+            moe=coarsen_moe_layers(self.moe, block, nb),
         )
 
     def summary(self) -> dict:
@@ -325,6 +334,7 @@ class Workload:
             "num_micro_batches": self.num_micro_batches,
             "data_parallel": self.data_parallel,
             "schedule": self.schedule,
+            **moe_summary(self),
         }
 
 
