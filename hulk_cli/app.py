@@ -14,9 +14,11 @@ from hulk_cli import (
     bench,
     bench_agent,
     bench_scale,
+    bench_settings,
     evaluate,
     failures,
     imports,
+    pareto,
     place,
     plot,
     replace,
@@ -33,12 +35,14 @@ app = typer.Typer(
 app.add_typer(show.app, name="show")
 app.add_typer(imports.app, name="import")
 app.command("place")(place.place)
+app.command("pareto")(pareto.pareto)
 app.command("evaluate")(evaluate.evaluate)
 app.command("report")(report.report)
 app.add_typer(plot.app, name="plot")
 app.add_typer(bench.app, name="bench")
 bench.app.command("train")(train.bench_train_command)
 bench.app.command("scale")(bench_scale.bench_scale_command)
+bench.app.command("settings")(bench_settings.bench_settings_command)
 app.command("train")(train.train_command)
 app.command("replace")(replace.replace)
 app.command("simulate-failures")(failures.simulate_failures)

@@ -61,6 +61,11 @@ with ``k_r = m`` stashed micro-batches for GPipe and ``k_r = min(m, S_r)`` for 1
 number of distinct machines of replica ``r`` (its pipeline depth: the first stage's peak, an
 upper bound for the later stages). Feasible when every machine's use is ``<= memory_bytes``.
 
+Plan settings (issue 35: tensor parallel inside machines, ZeRO, DiLoCo): with any of them set,
+the per-machine seconds per micro-batch, the first-micro-batch latency's node weights, the
+data-parallel sync and the memory take their formulas from :mod:`hulk_env.parallelism`; with
+the defaults every figure above is unchanged.
+
 Mixture-of-experts layers (:mod:`hulk_env.moe`, where the formulas live): their all-to-all
 within each layer's expert-parallel group adds to ``X_ab`` like pipeline edges, and to ``P`` and
 to ``C_m`` (a blocking collective: the machine waits) as the wait of each MoE slot's forward and
@@ -77,7 +82,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hulk_env import moe
+from hulk_env import moe, parallelism
 from hulk_env.cluster import Cluster
 from hulk_env.traffic import Rings, dp_rings, ring_link_bytes
 from hulk_env.workload import Workload
@@ -269,7 +274,7 @@ def evaluate_batch(
     index = np.where(kind == BOTTLENECK_LINK, link_index, compute.argmax(axis=1))
     first = first_micro_batch_s(cluster, workload, mach)
     pipeline = pipeline_time_s(workload, first, bottleneck, stash_micro_batches(workload, mach))
-    dp = dp_sync_s(cluster, workload, mach)
+    dp = dp_sync_s(cluster, workload, mach, pipeline_s=pipeline)
     mem = memory_use_bytes(cluster, workload, mach)
     nmb = workload.num_micro_batches
     return IterationCost(
@@ -298,7 +303,7 @@ def evaluate_one(cluster: Cluster, workload: Workload, placement: np.ndarray) ->
     Scalars are Python numbers; ``compute_s_per_mb`` and ``memory_bytes`` are ``[M]`` arrays;
     ``link_s_per_mb`` is left empty (``[0, 0]``): the bottleneck link is found without it.
     """
-    if workload.moe is not None:  # the batch path, one placement (counted once there)
+    if workload.moe is not None or parallelism.plan_active(workload):  # the batch path, counted once there
         full = evaluate_batch(cluster, workload, placement[None], dense_links=False)
         first = (getattr(full, k)[0] for k in IterationCost._fields)
         return IterationCost(*(v.item() if np.ndim(v) == 0 else v for v in first))._replace(
@@ -401,8 +406,11 @@ def machine_compute_s(cluster: Cluster, workload: Workload, mach: np.ndarray) ->
     waits of its MoE slots, forward and backward: :mod:`hulk_env.moe`)."""
     n, d, n_layers = mach.shape
     m = cluster.num_machines
-    flops = np.broadcast_to(train_flops(workload), (n, d, n_layers))
     slots = (np.arange(n)[:, None, None] * m + mach).ravel()
+    if parallelism.intra_active(workload):  # per-GPU groups and tensor-parallel all-reduces
+        seconds = parallelism.layer_seconds(cluster, workload).train_s[mach, np.arange(n_layers)]
+        return np.bincount(slots, weights=seconds.ravel(), minlength=n * m).reshape(n, m)
+    flops = np.broadcast_to(train_flops(workload), (n, d, n_layers))
     total = np.bincount(slots, weights=flops.ravel(), minlength=n * m).reshape(n, m)
     if workload.moe is not None:  # a machine waits for its all-to-alls (both passes)
         wait = 2.0 * moe.a2a_latency_s(cluster, workload, mach)
@@ -501,13 +509,17 @@ def _link_bottleneck(cluster: Cluster, workload: Workload, mach: np.ndarray) -> 
 def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
     """``[N, D]`` forward + backward latency ``P_r`` of one micro-batch of each replica."""
     wait = moe.a2a_latency_s(cluster, workload, mach) if workload.moe is not None else None
-    if len(mach) == 1:
+    if len(mach) == 1 and not parallelism.intra_active(workload):
         # One placement (the env's episode end): Python floats beat the ~6 numpy calls per
         # edge on [1, D] arrays, 12x on a 26-layer chain; same operations in the same order.
         return np.array([_first_micro_batch_one(cluster, workload, mach[0], wait)])  # [1, D]
     lat, bw, act = cluster.latency_s, cluster.bandwidth_bps, workload.activation_bytes
-    fwd_s = workload.flops / cluster.flops[mach]  # [N, D, L]
-    back_s = backward_flops(workload) / cluster.flops[mach]
+    if parallelism.intra_active(workload):  # node weights with tensor-parallel all-reduces
+        table, layers = parallelism.layer_seconds(cluster, workload), np.arange(workload.num_layers)
+        fwd_s, back_s = table.forward_s[mach, layers], table.backward_s[mach, layers]
+    else:
+        fwd_s = workload.flops / cluster.flops[mach]  # [N, D, L]
+        back_s = backward_flops(workload) / cluster.flops[mach]
     if wait is not None:  # each MoE slot waits for its all-to-all in both passes
         fwd_s, back_s = fwd_s + wait, back_s + wait
     n_layers = workload.num_layers
@@ -602,20 +614,31 @@ def ring_allreduce_s(cluster: Cluster, rings: Rings) -> np.ndarray:
     return np.where((k > 1) & rings.leader, busy, 0.0)
 
 
-def dp_sync_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+def dp_sync_s(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, pipeline_s: np.ndarray | None = None
+) -> np.ndarray:
     """``[N]`` data-parallel sync time ``T_dp``.
 
     Rings run in order of their first layer; each starts once all its machines are free (a
     machine does its rings one after the other) and ``T_dp`` is when the last one ends. This is
     at least ``max_m`` of the sum of a machine's ring times: rings that share machines pairwise
     can serialise end to end in a chain.
+
+    With plan settings (:mod:`hulk_env.parallelism`): each machine first all-reduces among its
+    GPU groups; ZeRO-3 lengthens the rings; DiLoCo runs them every ``inner_steps`` steps with
+    pseudo-gradients of ``outer_bits`` (``pipeline_s``, ``[N]``, the inner step's pipeline, is
+    what streaming overlaps with; computed when not given).
     """
     n, d, n_layers = mach.shape
-    if d == 1:
+    plan = parallelism.plan_active(workload)
+    if d == 1 and not plan:
         return np.zeros(n)
     out = np.empty(n)
     for start in range(0, n, _CHUNK):
         chunk = mach[start : start + _CHUNK]
+        if plan:
+            out[start : start + _CHUNK] = _plan_sync_s(cluster, workload, chunk, pipeline_s, start)
+            continue
         ring_s = ring_allreduce_s(cluster, dp_rings(workload, chunk))
         free_at = np.zeros((len(chunk), cluster.num_machines))
         for layer in np.flatnonzero(ring_s.any(axis=0)):
@@ -626,6 +649,38 @@ def dp_sync_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndar
             np.put_along_axis(free_at, members, np.where(active, end[:, None], busy_until), axis=1)
         out[start : start + _CHUNK] = free_at.max(axis=1)
     return out
+
+
+def _rings_end_s(cluster: Cluster, workload: Workload, chunk: np.ndarray, free_at: np.ndarray, factor: float) -> np.ndarray:
+    """``[N]`` when the last data-parallel ring ends, machines free from ``free_at`` (``[N, M]``,
+    updated), ring times times ``factor``, ring bytes times the plan's bytes factor."""
+    rings = dp_rings(workload, chunk)
+    rings = rings._replace(group_bytes=rings.group_bytes * parallelism.ring_bytes_factor(workload))
+    ring_s = ring_allreduce_s(cluster, rings) * factor
+    for layer in np.flatnonzero(ring_s.any(axis=0)):
+        members = chunk[:, :, layer]
+        busy_until = np.take_along_axis(free_at, members, axis=1)
+        end = busy_until.max(axis=1) + ring_s[:, layer]
+        active = (ring_s[:, layer] > 0)[:, None]
+        np.put_along_axis(free_at, members, np.where(active, end[:, None], busy_until), axis=1)
+    return free_at.max(axis=1)
+
+
+def _plan_sync_s(
+    cluster: Cluster, workload: Workload, chunk: np.ndarray, pipeline_s: np.ndarray | None, start: int
+) -> np.ndarray:
+    """``T_dp`` of a chunk under plan settings (:mod:`hulk_env.parallelism`): intra-machine
+    sync, then the rings (every step), or the amortised DiLoCo outer exchange."""
+    intra = parallelism.intra_sync_s(cluster, workload, chunk)
+    if workload.sync != "diloco":
+        return _rings_end_s(cluster, workload, chunk, intra.copy(), parallelism.ring_time_factor(workload))
+    inner_sync = intra.max(axis=1)
+    outer = _rings_end_s(cluster, workload, chunk, np.zeros_like(intra), 1.0)
+    if pipeline_s is None:
+        pipe = _iteration_times(cluster, workload.with_training(sync="every-step"), chunk, pipeline_only=True)
+    else:
+        pipe = np.asarray(pipeline_s)[start : start + len(chunk)]
+    return inner_sync + parallelism.amortised_outer_s(workload, outer, pipe + inner_sync)
 
 
 def stash_micro_batches(workload: Workload, mach: np.ndarray) -> np.ndarray:
@@ -649,7 +704,11 @@ def memory_use_bytes(
     n, d, n_layers = mach.shape
     m = cluster.num_machines
     stash = stash_micro_batches(workload, mach)[:, :, None] * workload.stash_bytes
-    need = workload.state_bytes_per_param * moe.dense_params(workload) + stash  # [N, D, L]
+    if parallelism.plan_active(workload):  # sharded state, stash of the busiest GPU group
+        share = parallelism.group_share(cluster, workload)[mach]
+        need = parallelism.slot_state_bytes(cluster, workload)[mach, np.arange(n_layers)] + stash * share
+    else:
+        need = workload.state_bytes_per_param * moe.dense_params(workload) + stash  # [N, D, L]
     if placed is not None:
         need = need * placed
     slots = (np.arange(n)[:, None, None] * m + mach).ravel()
@@ -672,10 +731,16 @@ def placed_memory_bytes(cluster: Cluster, workload: Workload, placement: np.ndar
     return memory_use_bytes(cluster, workload, filled[None], placed[None])[0]
 
 
-def _iteration_times(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
-    """``[N]`` iteration times of validated placements (no dense link matrix)."""
+def _iteration_times(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, pipeline_only: bool = False
+) -> np.ndarray:
+    """``[N]`` iteration times of validated placements (no dense link matrix); ``T_pp`` alone
+    with ``pipeline_only``."""
     compute = machine_compute_s(cluster, workload, mach).max(axis=1)
     bottleneck = np.maximum(compute, _max_link_occupancy_s(cluster, workload, mach))
     first = first_micro_batch_s(cluster, workload, mach)
     stash = stash_micro_batches(workload, mach)
-    return pipeline_time_s(workload, first, bottleneck, stash) + dp_sync_s(cluster, workload, mach)
+    pipeline = pipeline_time_s(workload, first, bottleneck, stash)
+    if pipeline_only:
+        return pipeline
+    return pipeline + dp_sync_s(cluster, workload, mach, pipeline_s=pipeline)

@@ -3,7 +3,8 @@
 Memory (the cost model's rule, :func:`hulk_env.cost.memory_use_bytes`): a layer needs its model
 state (``state_bytes_per_param x params``) plus ``k`` stashed micro-batches of activations,
 ``k = m`` (all micro-batches) for GPipe and ``k = min(m, S)`` for 1F1B, ``S`` the pipeline
-depth (distinct machines) of its replica. The functions here give those needs per layer and per
+depth (distinct machines) of its replica. With ZeRO (issue 35) the state is the sharded one
+of :func:`hulk_env.parallelism.state_lower_bytes` (a lower bound over machines). The functions here give those needs per layer and per
 model, and a one-line explanation when a model cannot fit.
 
 Diagnosis (:func:`diagnose_memory`, behind :func:`capacity_reason`): for each pipeline depth
@@ -35,6 +36,7 @@ import numpy as np
 from hulk_env import moe
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
+from hulk_env.parallelism import state_lower_bytes
 from hulk_env.units import GB
 from hulk_env.workload import RECOMPUTE_MODES, Workload, apply_overrides
 
@@ -52,7 +54,7 @@ def stash_count(problem: Instance | Workload, num_stages: int) -> int:
 def layer_memory_bytes(problem: Instance | Workload, stash_micro_batches: int) -> np.ndarray:
     """``[L]`` bytes each layer of one replica needs with ``stash_micro_batches`` stashed."""
     w = _workload(problem)
-    return w.state_bytes_per_param * moe.slot_state_params(w) + stash_micro_batches * w.stash_bytes
+    return state_lower_bytes(w) + stash_micro_batches * w.stash_bytes
 
 
 def model_memory_bytes(problem: Instance | Workload, num_stages: int) -> float:
@@ -126,7 +128,7 @@ def depth_checks(instance: Instance) -> list[DepthCheck]:
     deepest = min(c.num_machines, w.num_layers)
     memory = np.sort(c.memory_bytes)[::-1]
     top = np.cumsum(memory)
-    state = w.state_bytes_per_param * moe.slot_state_params(w)
+    state = state_lower_bytes(w)
     shared = moe.shared_expert_bytes(w)  # experts stored once however many replicas (MoE)
     stages = sorted({*range(1, min(w.num_micro_batches, deepest) + 1), deepest})
     checks = []
@@ -172,7 +174,7 @@ def _binding(instance: Instance, checks: list[DepthCheck]) -> tuple[str, str]:
     """The binding bound of an instance no depth fits, and its sentence."""
     w, c = instance.workload, instance.cluster
     largest, cluster_bytes = checks[0].largest_machine_bytes, checks[0].cluster_bytes
-    state = w.state_bytes_per_param * moe.slot_state_params(w)
+    state = state_lower_bytes(w)
     need_one = state + w.stash_bytes
     big = int(np.argmax(need_one))
     machine = c.machines[int(np.argmax(c.memory_bytes))].name
@@ -294,7 +296,7 @@ def _state_alone(instance: Instance) -> str:
     w, c = instance.workload, instance.cluster
     fine = _changed(instance, {"layers_per_block": 1}) if w.config is not None else None
     fw = fine.workload if fine is not None else w
-    state = fw.state_bytes_per_param * moe.slot_state_params(fw)
+    state = state_lower_bytes(fw)
     total = w.data_parallel * float(state.sum()) - moe.shared_expert_bytes(fw)
     if total > float(c.memory_bytes.sum()):
         return (

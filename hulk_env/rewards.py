@@ -23,6 +23,13 @@ Two reward schedules give the same undiscounted episode return:
   step reward is ``Phi(s_{t+1}) - Phi(s_t)``, which telescopes to ``R`` (a dead end sets the last
   potential to ``DEAD_END_REWARD``). Each step costs one cost-model call.
 
+Dollars (issue 35): :class:`CostReward` (``reward="cost"``) pays at the end, instead of ``R``,
+``C = max(log(USD_ref / USD_iter), MIN_REWARD)``, the log saving in dollars per iteration over
+the reference placement (:func:`hulk_env.money.usd_per_iteration`: rental of the machines used
+plus egress; a machine without a list price gets the catalog's median price per FLOP/s);
+:class:`MixedReward` (``reward="mixed"``) pays ``(R + C) / 2``. Both are terminal (0 before the
+end; a dead end still scores :data:`DEAD_END_REWARD`).
+
 Invalid actions in the env's ``"penalty"`` mode add :data:`INVALID_ACTION_REWARD` per invalid
 action on top of either schedule (the placement does not change, so the potential does not).
 """
@@ -152,11 +159,57 @@ class DenseReward:
         return reward
 
 
-REWARDS: dict[str, type] = {"terminal": TerminalReward, "dense": DenseReward}
+def log_saving_reward(usd: float, reference_usd: float) -> float:
+    """``max(log(USD_ref / USD_iter), MIN_REWARD)``: a completed placement's value in dollars."""
+    return max(math.log(reference_usd / usd), MIN_REWARD)
+
+
+class CostReward:
+    """Terminal: ``(1 - w) R + w C`` with ``w = 1`` (the module docstring's ``C``)."""
+
+    name = "cost"
+    needs_transition = True
+    weight = 1.0
+
+    def __init__(self) -> None:
+        self._reference: tuple[int, int, float] | None = None  # (id cluster, id workload, USD)
+
+    def reset(self) -> None:
+        """Nothing per episode: the reference's dollars are kept per instance."""
+
+    def _reference_usd(self, t: Transition) -> float:
+        from hulk_env.money import dollars
+
+        key = (id(t.cluster), id(t.workload))
+        if self._reference is None or self._reference[:2] != key:
+            usd = dollars(t.cluster, t.workload, t.reference_placement, t.reference_time_s, impute=True).usd_per_iteration
+            self._reference = (*key, usd)
+        return self._reference[2]
+
+    def __call__(self, t: Transition) -> float:
+        from hulk_env.money import dollars
+
+        if t.outcome is None:
+            return 0.0
+        if np.any(t.placement == UNPLACED):  # a dead end
+            return float(t.outcome)
+        usd = dollars(t.cluster, t.workload, t.placement, impute=True).usd_per_iteration
+        saving = log_saving_reward(usd, self._reference_usd(t))
+        return (1.0 - self.weight) * float(t.outcome) + self.weight * saving
+
+
+class MixedReward(CostReward):
+    """Terminal: the mean of the log speed-up and the log dollar saving, ``(R + C) / 2``."""
+
+    name = "mixed"
+    weight = 0.5
+
+
+REWARDS: dict[str, type] = {"terminal": TerminalReward, "dense": DenseReward, "cost": CostReward, "mixed": MixedReward}
 
 
 def make_reward(name: str) -> Reward:
-    """A fresh reward object by name (``"terminal"`` or ``"dense"``)."""
+    """A fresh reward object by name (``"terminal"``, ``"dense"``, ``"cost"`` or ``"mixed"``)."""
     try:
         return REWARDS[name]()
     except KeyError:

@@ -72,11 +72,26 @@ MoE all-to-all        a layer with routed experts (``Workload.moe``) held by ``G
 
 ``pipeline_s`` is when the last compute task ends, ``iteration_time_s`` when the last all-reduce
 chunk arrives (or ``pipeline_s`` without data parallelism), ``dp_sync_s`` their difference.
+
+Plan settings (issue 35; the analytic formulas are :mod:`hulk_env.parallelism`'s, which this
+module does not import: it replays them on its own). ``tensor_parallel = t >= 1``: a machine of
+``g`` GPUs runs ``d = g / gcd(t, g)`` groups of ``gcd(t, g)`` GPUs; a task lasts as long as its
+busiest group's share of the micro-batch (``ceil(b / d)`` sequences at ``1 / d`` of the
+machine's FLOP/s) plus the tensor-parallel all-reduce of that share's bytes, replayed as a ring
+of ``gcd(t, g)`` GPUs over the machine's intra-node link (``2 (t - 1)`` steps of a ``1 / t``
+chunk). After its last compute task a machine reduces its gradients among its groups (a ring of
+``d`` GPUs, ``2 (d - 1)`` steps over its held gradient shard) before its data-parallel rings.
+``zero = 3``: each ring runs ``(k - 1)`` reduce-scatter steps and ``2 m (k - 1)`` all-gather
+steps (parameters gathered for every micro-batch's forward and backward). ``sync = diloco``:
+the rings carry ``outer_bits / 8`` bytes per parameter and are replayed alone (all machines free
+at 0), every ``inner_steps`` iterations; the result is the inner step plus that exchange divided
+by ``inner_steps`` (streaming: only what exceeds ``inner_steps`` inner steps).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -179,7 +194,10 @@ def simulate(
     tasks: list[Task] | None = [] if record else None
     finish, link_free = _simulate_pipeline(cluster, workload, mach, tasks)
     pipeline_s = max(finish.values())
-    end_s = _simulate_allreduce(cluster, allreduce_rings(workload, mach), finish, link_free, tasks)
+    if workload.tensor_parallel == 0 and workload.zero == 0 and workload.sync == "every-step":
+        end_s = _simulate_allreduce(cluster, allreduce_rings(workload, mach), finish, link_free, tasks)
+    else:
+        end_s = _simulate_plan_sync(cluster, workload, mach, finish, link_free, tasks)
     iteration_s = max(pipeline_s, end_s)
     if tasks is not None:
         tasks.sort(key=lambda t: (t.start_s, t.end_s))
@@ -232,8 +250,9 @@ def allreduce_rings(workload: Workload, mach: np.ndarray) -> list[Ring]:
 
     Rings of a single machine (nothing to reduce) are left out.
     """
+    per_param = workload.outer_bits / 8.0 if workload.sync == "diloco" else workload.grad_bytes_per_param
     params = workload.params if workload.moe is None else workload.params - workload.moe.expert_params
-    grad = params * workload.grad_bytes_per_param
+    grad = params * per_param
     groups: dict[tuple[int, ...], list[int]] = {}
     for layer, column in enumerate(mach.T.tolist()):
         ring = tuple(dict.fromkeys(column))
@@ -320,15 +339,22 @@ def _simulate_pipeline(
     fdeps = [len(preds[layer]) for layer in range(n_layers)]
     n_sinks = len(sinks)
     bdeps = [len(succs[layer]) if succs[layer] else n_sinks for layer in range(n_layers)]
+    groups = _gpu_groups(cluster, workload) if workload.tensor_parallel > 0 else None
     for kind in (0, 1):
         factor = 1.0 if kind == 0 else BACKWARD_FLOPS_FACTOR
         base_deps = fdeps if kind == 0 else bdeps
         for r in range(d):
             lrow = loc_rows[r]
-            durs = [
-                (factor * flops[layer] + (recompute[layer] if kind else 0.0)) / speed[rows[r][layer]]
-                for layer in range(n_layers)
-            ]
+            if groups is not None:
+                durs = [
+                    groups[rows[r][layer]].task_s(factor * flops[layer] + (recompute[layer] if kind else 0.0), layer)
+                    for layer in range(n_layers)
+                ]
+            else:
+                durs = [
+                    (factor * flops[layer] + (recompute[layer] if kind else 0.0)) / speed[rows[r][layer]]
+                    for layer in range(n_layers)
+                ]
             for _ in range(nmb):
                 task_mach.extend(lrow)
                 task_dur.extend(durs)
@@ -629,6 +655,7 @@ def _simulate_allreduce(
     finish: dict[int, float],
     link_free: dict[tuple[int, int], float],
     tasks: list[Task] | None,
+    gathers: int = 1,
 ) -> float:
     """Replay the ring all-reduces chunk by chunk; return when the last one ends (0 if none).
 
@@ -638,6 +665,8 @@ def _simulate_allreduce(
         finish: each machine's end of compute (a ring's members are free from then on).
         link_free: when each directed link is free again; updated in place.
         tasks: the timeline to append the chunks to, or ``None``.
+        gathers: all-gather passes after the reduce-scatter (1: a plain all-reduce, ``2 (k -
+            1)`` steps; ZeRO-3: ``2 m``, so ``(2 m + 1) (k - 1)`` steps).
     """
     lat = cluster.latency_s
     bw = cluster.bandwidth_bps
@@ -653,7 +682,7 @@ def _simulate_allreduce(
         t0 = max(avail[x] for x in members)
         ready = [t0] * k  # when member i may send its next chunk
         sent = [t0] * k  # when member i's latest send left its link
-        steps = 2 * (k - 1)
+        steps = (1 + gathers) * (k - 1)
         for step in range(steps):
             arrivals = [0.0] * k
             for i, (a, b) in enumerate(hops):
@@ -681,6 +710,72 @@ def _simulate_allreduce(
             avail[x] = max(sent[i], ready[i])
             last = max(last, avail[x])
     return last
+
+
+class _GpuGroups(NamedTuple):
+    """One machine seen GPU by GPU under a tensor-parallel plan (module docstring)."""
+
+    group_flops: float  # FLOP/s of one group of tp GPUs
+    share: float  # sequences of the micro-batch the busiest group computes / b
+    tp: int
+    groups: int
+    link_bps: float
+    tp_bytes: tuple[float, ...]  # per layer, all-reduced bytes of the whole micro-batch per pass
+
+    def ring_s(self, nbytes: float, members: int) -> float:
+        """A ring all-reduce of ``nbytes`` over ``members`` GPUs, step by step."""
+        total = 0.0
+        for _ in range(2 * (members - 1)):
+            total += nbytes / members / self.link_bps
+        return total
+
+    def task_s(self, flops: float, layer: int) -> float:
+        return flops * self.share / self.group_flops + self.ring_s(self.tp_bytes[layer] * self.share, self.tp)
+
+
+def _gpu_groups(cluster: Cluster, workload: Workload) -> list[_GpuGroups]:
+    b = workload.micro_batch_size
+    out = []
+    for x, mc in enumerate(cluster.machines):
+        tp = math.gcd(workload.tensor_parallel, mc.num_gpus)
+        groups = mc.num_gpus // tp
+        share = math.ceil(b / groups) / b
+        out.append(_GpuGroups(
+            mc.flops / groups, share, tp, groups, float(cluster.intra_node_bandwidth_bps[x]),
+            tuple(workload.tp_allreduce_bytes.tolist()),
+        ))
+    return out
+
+
+def _simulate_plan_sync(
+    cluster: Cluster,
+    workload: Workload,
+    mach: np.ndarray,
+    finish: dict[int, float],
+    link_free: dict[tuple[int, int], float],
+    tasks: list[Task] | None,
+) -> float:
+    """End of the iteration under plan settings: intra-machine gradient rings, then the
+    data-parallel rings (ZeRO-3's all-gathers included), or DiLoCo's amortised outer exchange."""
+    zero3 = 2 * workload.num_micro_batches if workload.zero == 3 else 1
+    ready = dict(finish)
+    if workload.tensor_parallel > 0:
+        groups = _gpu_groups(cluster, workload)
+        held: dict[int, float] = {}
+        for row in mach.tolist():
+            for layer, x in enumerate(row):
+                held[x] = held.get(x, 0.0) + float(workload.params[layer]) * workload.grad_bytes_per_param
+        for x, grad in held.items():
+            g = groups[x]
+            ready[x] = finish[x] + g.ring_s(grad / g.tp, g.groups) * (1 + zero3) / 2
+    inner_end = max(ready.values())
+    rings = allreduce_rings(workload, mach)
+    if workload.sync != "diloco":
+        return max(inner_end, _simulate_allreduce(cluster, rings, ready, link_free, tasks, gathers=zero3))
+    outer = _simulate_allreduce(cluster, rings, {x: 0.0 for x in finish}, {}, None)
+    h = workload.inner_steps
+    over = max(outer - h * inner_end, 0.0) if workload.streaming else outer
+    return inner_end + over / h
 
 
 # --------------------------------------------------------------------------------------------

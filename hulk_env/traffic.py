@@ -25,6 +25,7 @@ import numpy as np
 
 from hulk_env.instance import Instance
 from hulk_env.moe import a2a_transfers, dense_params
+from hulk_env.parallelism import plan_active, ring_traffic_factor
 from hulk_env.workload import Workload
 
 
@@ -99,7 +100,10 @@ def link_traffic_bytes(instance: Instance, placement: np.ndarray) -> np.ndarray:
         for layer in np.flatnonzero(rings.leader[0] & (rings.size[0] > 1)):
             k = int(rings.size[0, layer])
             members = rings.members[0, :k, layer]
-            np.add.at(out, (members, np.roll(members, -1)), ring_link_bytes(float(rings.group_bytes[0, layer]), k))
+            ring = ring_link_bytes(float(rings.group_bytes[0, layer]), k)
+            if plan_active(w):  # ZeRO-3's extra all-gathers; DiLoCo's bits, once every H steps
+                ring = ring * ring_traffic_factor(w)
+            np.add.at(out, (members, np.roll(members, -1)), ring)
     return out
 
 

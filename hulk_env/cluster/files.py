@@ -18,6 +18,9 @@ A cluster file is one mapping in this format::
         lon: 11.58
         tflops: 150              # effective TFLOP/s of the whole machine, used as is (no MFU)
         memory_gb: 96            # required with tflops; with gpu it overrides num_gpus x memory
+        intra_node_gb_per_s: 300 # optional: gigabytes/s per GPU to the machine's other GPUs, one way
+                                 # (default: the GPU's NVLink/PCIe datasheet figure)
+        usd_per_hour: 32.8       # optional rental price (default: hulk_env.money's price list)
     links:                       # optional; each entry overrides the derived links of its pairs
       - {a: sj, b: lab, latency_ms: 40, bandwidth_gbps: 0.8}   # or rtt_ms: 80 (round trip)
 
@@ -58,7 +61,10 @@ from hulk_env.validation.reading import (
 
 CLUSTER_FILE_SUFFIXES = MAPPING_SUFFIXES
 _TOP_KEYS = ("name", "description", "mfu", "machines", "links")
-_MACHINE_KEYS = ("name", "region", "lat", "lon", "gpu", "num_gpus", "count", "tflops", "memory_gb")
+_MACHINE_KEYS = (
+    "name", "region", "lat", "lon", "gpu", "num_gpus", "count", "tflops", "memory_gb", "intra_node_gb_per_s",
+    "usd_per_hour",
+)
 _LINK_KEYS = ("a", "b", "latency_ms", "rtt_ms", "bandwidth_gbps")
 _LINE = "__line__"  # key under which the reader stores a mapping's 1-based line
 
@@ -127,6 +133,10 @@ def _machines_from_entry(
     if "memory_gb" in entry:
         memory_bytes = parse_number(entry["memory_gb"], src, row, "memory_gb", positive=True) * GB
 
+    intra = entry.get("intra_node_gb_per_s")
+    intra_bps = None if intra is None else parse_number(intra, src, row, "intra_node_gb_per_s", positive=True) * GB
+    price = entry.get("usd_per_hour")
+    usd = None if price is None else parse_number(price, src, row, "usd_per_hour", minimum=0)
     count = int(parse_number(entry.get("count", 1), src, row, "count", integer=True, minimum=1))
     base = entry.get("name")
     if base is not None and (isinstance(base, (dict, list)) or not str(base).strip()):
@@ -140,7 +150,7 @@ def _machines_from_entry(
         else:
             names.append(str(base).strip() if count == 1 else f"{str(base).strip()}-{k}")
     return [
-        Machine(name, region, gpu_name, num_gpus, flops, memory_bytes, lat, lon) for name in names
+        Machine(name, region, gpu_name, num_gpus, flops, memory_bytes, lat, lon, intra_bps, usd) for name in names
     ]
 
 

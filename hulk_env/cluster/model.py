@@ -41,6 +41,10 @@ class Machine:
         memory_bytes: total GPU memory of the machine, bytes.
         lat: latitude in degrees, if known.
         lon: longitude in degrees, if known.
+        intra_node_bandwidth_bps: one GPU's bandwidth to the others of this machine, bytes/s
+            per direction; None: the GPU catalog's (:mod:`hulk_env.hardware.gpus`), PCIe 3
+            for a custom machine. Used only by tensor-parallel plans (:mod:`hulk_env.parallelism`).
+        usd_per_hour: rental price; None: the price list's (:mod:`hulk_env.money`).
     """
 
     name: str
@@ -51,8 +55,19 @@ class Machine:
     memory_bytes: float
     lat: float | None = None
     lon: float | None = None
+    intra_node_bandwidth_bps: float | None = None
+    usd_per_hour: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("intra_node_bandwidth_bps", "usd_per_hour"):
+            value = getattr(self, name)
+            if value is not None and (not np.isfinite(float(value)) or float(value) < 0
+                                      or (name == "intra_node_bandwidth_bps" and float(value) == 0)):
+                raise HulkInputError(
+                    f"must be a finite number > 0 (>= 0 for a price), got {value!r}",
+                    source=f"machine '{self.name}'",
+                    field=name,
+                )
         for name in ("flops", "memory_bytes"):
             value = float(getattr(self, name))
             if not np.isfinite(value) or value <= 0:
@@ -159,6 +174,23 @@ class Cluster:
     def flops(self) -> np.ndarray:
         """``[M]`` effective FLOP/s per machine."""
         return _frozen(np.array([mc.flops for mc in self.machines], dtype=np.float64))
+
+    @cached_property
+    def num_gpus(self) -> np.ndarray:
+        """``[M]`` GPUs per machine (int64)."""
+        return _frozen(np.array([mc.num_gpus for mc in self.machines], dtype=np.int64))
+
+    @cached_property
+    def intra_node_bandwidth_bps(self) -> np.ndarray:
+        """``[M]`` one GPU's bandwidth to the others of its machine, bytes/s per direction: the
+        machine's own figure, else its GPU's datasheet value (PCIe 3 for custom machines)."""
+        from hulk_env.hardware.gpus import GPUS, PCIE3_BPS
+
+        return _frozen(np.array([
+            mc.intra_node_bandwidth_bps if mc.intra_node_bandwidth_bps is not None
+            else (GPUS[mc.gpu].intra_node_bps if mc.gpu in GPUS else PCIE3_BPS)
+            for mc in self.machines
+        ], dtype=np.float64))
 
     @cached_property
     def pair_bandwidth_bps(self) -> np.ndarray:

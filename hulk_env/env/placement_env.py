@@ -102,7 +102,9 @@ class PlacementEnv(gym.Env):
     ``reward="terminal"`` pays ``R`` on the last step, 0 before; ``reward="dense"`` pays the
     change of the potential ``Phi`` (the log speed-up of the partial placement completed by the
     naive one; ``Phi = 0`` at the start): its undiscounted return equals the terminal one.
-    Penalty-mode invalid actions add -0.1 each to either.
+    ``reward="cost"`` pays instead, on the last step, ``C = max(log(USD_ref / USD_iter), -5)``
+    (dollars per iteration, :mod:`hulk_env.money`) and ``reward="mixed"`` ``(R + C) / 2``.
+    Penalty-mode invalid actions add -0.1 each to any of them.
 
     ## Episode end
 
@@ -132,7 +134,7 @@ class PlacementEnv(gym.Env):
     | ``max_machines`` | ``None`` | padding ``M``; ``None`` = the generator's largest instance |
     | ``max_layers`` | ``None`` | padding ``N`` of slots (``D * L``); ``None`` = the generator's largest |
     | ``max_edges`` | ``None`` | padding ``E``; ``None`` = the generator's largest |
-    | ``reward`` | ``"terminal"`` | ``"terminal"`` or ``"dense"`` |
+    | ``reward`` | ``"terminal"`` | ``"terminal"``, ``"dense"``, ``"cost"`` or ``"mixed"`` |
     | ``invalid_action`` | ``"fallback"`` | ``"fallback"`` or ``"penalty"`` |
     | ``render_mode`` | ``None`` | ``"ansi"`` (:func:`hulk_env.render.placement_text` with the progress) or ``"rgb_array"`` (:func:`hulk_env.render.placement_figure` of the slots placed so far, HxWx3 uint8) |
 

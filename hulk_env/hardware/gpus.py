@@ -12,6 +12,14 @@ there: such GPUs train in FP32. :attr:`GpuSpec.train_peak_flops` takes the faste
 rates, which is FP32 on 6.1 and the tensor rate everywhere else.
 
 Effective FLOP/s = peak x :data:`DEFAULT_MFU` (model-FLOPs utilisation), see its comment.
+
+``intra_node_bps`` is one GPU's bandwidth to the other GPUs of its server, one direction (what
+a ring all-reduce step moves per GPU), from the same datasheets: NVLink totals are quoted
+bidirectional, so half of them (V100 SXM2 NVLink 2: 300 GB/s -> 150; A100 SXM4 NVLink 3:
+600 GB/s -> 300; H100 SXM5 NVLink 4: 900 GB/s -> 450), and PCIe x16 per direction (Gen 3:
+15.75 GB/s, Gen 4: 31.5, Gen 5: 63; PCI-SIG base specifications) for cards without NVLink
+between every pair. Tensor-parallel all-reduces (:mod:`hulk_env.parallelism`) run over it; a
+cluster file's ``intra_node_gb_per_s`` overrides it per machine.
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ class GpuSpec:
             ALUs on GPUs without tensor cores).
         fp32_flops: peak FP32 FLOP/s (CUDA cores).
         memory_bytes: memory of one GPU, bytes.
+        intra_node_bps: bandwidth to the other GPUs of its server, bytes/s per direction
+            (NVLink or PCIe; module docstring).
     """
 
     name: str
@@ -54,6 +64,7 @@ class GpuSpec:
     fp16_tensor_flops: float
     fp32_flops: float
     memory_bytes: float
+    intra_node_bps: float = 15.75e9
 
     @property
     def train_peak_flops(self) -> float:
@@ -69,8 +80,15 @@ class GpuSpec:
         return self.memory_bytes / GB
 
 
-def _gpu(name: str, cc: str, fp16_tflops: float, fp32_tflops: float, mem_gb: float) -> GpuSpec:
-    return GpuSpec(name, cc, fp16_tflops * TFLOPS, fp32_tflops * TFLOPS, mem_gb * GB)
+# One direction per GPU, bytes/s (module docstring).
+PCIE3_BPS, PCIE4_BPS, PCIE5_BPS = 15.75e9, 31.5e9, 63e9
+NVLINK2_BPS, NVLINK3_BPS, NVLINK4_BPS = 150e9, 300e9, 450e9
+
+
+def _gpu(
+    name: str, cc: str, fp16_tflops: float, fp32_tflops: float, mem_gb: float, link_bps: float = PCIE3_BPS
+) -> GpuSpec:
+    return GpuSpec(name, cc, fp16_tflops * TFLOPS, fp32_tflops * TFLOPS, mem_gb * GB, link_bps)
 
 
 # Within one capability, the first entry is the reference GPU returned by gpu_by_capability(cc).
@@ -81,26 +99,28 @@ _CATALOG: tuple[GpuSpec, ...] = (
     _gpu("GTX-1080Ti", "6.1", 11.34 / 64, 11.34, 11),
     _gpu("GTX-1080", "6.1", 8.87 / 64, 8.87, 8),
     # Volta, 7.0: Tesla V100 SXM2 datasheet (125 TFLOPS tensor, 15.7 FP32).
-    _gpu("V100-16GB", "7.0", 125.0, 15.7, 16),
-    _gpu("V100-32GB", "7.0", 125.0, 15.7, 32),
+    _gpu("V100-16GB", "7.0", 125.0, 15.7, 16, NVLINK2_BPS),
+    _gpu("V100-32GB", "7.0", 125.0, 15.7, 32, NVLINK2_BPS),
     # Turing, 7.5: Tesla T4 datasheet (65 mixed precision, 8.1 FP32); Turing whitepaper
     # appendix: RTX 2080 Ti reference 53.8 FP16-tensor/FP32-acc, 13.4 FP32; TITAN RTX 130.5, 16.3.
     _gpu("T4", "7.5", 65.0, 8.1, 16),
     _gpu("RTX-2080Ti", "7.5", 53.8, 13.4, 11),
     _gpu("TITAN-RTX", "7.5", 130.5, 16.3, 24),
     # Ampere GA100, 8.0: A100 Tensor Core GPU datasheet (SXM, 312 FP16 tensor, 19.5 FP32).
-    _gpu("A100-40GB", "8.0", 312.0, 19.5, 40),
-    _gpu("A100-80GB", "8.0", 312.0, 19.5, 80),
+    _gpu("A100-40GB", "8.0", 312.0, 19.5, 40, NVLINK3_BPS),
+    _gpu("A100-80GB", "8.0", 312.0, 19.5, 80, NVLINK3_BPS),
     # Ampere GA102, 8.6: A10 datasheet (125, 31.2); GA102 whitepaper appendix RTX 3090 (71
     # FP16-tensor/FP32-acc, 35.6 FP32); A40 datasheet (149.7, 37.4).
-    _gpu("A10", "8.6", 125.0, 31.2, 24),
-    _gpu("RTX-3090", "8.6", 71.0, 35.6, 24),
-    _gpu("A40", "8.6", 149.7, 37.4, 48),
+    _gpu("A10", "8.6", 125.0, 31.2, 24, PCIE4_BPS),
+    _gpu("RTX-3090", "8.6", 71.0, 35.6, 24, PCIE4_BPS),
+    _gpu("A40", "8.6", 149.7, 37.4, 48, PCIE4_BPS),
     # Ada, 8.9: L4 datasheet (121 dense, 30.3 FP32); L40S datasheet (362, 91.6).
-    _gpu("L4", "8.9", 121.0, 30.3, 24),
-    _gpu("L40S", "8.9", 362.0, 91.6, 48),
-    # Hopper, 9.0: H100 SXM5 datasheet (989 dense FP16 tensor = 1,979 with sparsity / 2; 67 FP32).
-    _gpu("H100", "9.0", 989.4, 66.9, 80),
+    _gpu("L4", "8.9", 121.0, 30.3, 24, PCIE4_BPS),
+    _gpu("L40S", "8.9", 362.0, 91.6, 48, PCIE4_BPS),
+    # Pascal/Turing cards above: PCIe 3.0 x16. V100 SXM2: NVLink 2; A100 SXM4: NVLink 3 (A100
+    # datasheet, 600 GB/s); GA102/Ada cards: PCIe 4.0 x16 (A40's NVLink bridge joins pairs only).
+    # Hopper, 9.0: H100 SXM5 datasheet (NVLink 4, 900 GB/s) (989 dense FP16 tensor = 1,979 with sparsity / 2; 67 FP32).
+    _gpu("H100", "9.0", 989.4, 66.9, 80, NVLINK4_BPS),
 )
 
 GPUS: dict[str, GpuSpec] = {g.name: g for g in _CATALOG}

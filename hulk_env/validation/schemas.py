@@ -197,6 +197,8 @@ class MachineEntry(Strict):
     gpu: Name | None = None
     num_gpus: Number(1, limits.MAX_GPUS_PER_MACHINE, integer=True, limit_high="MAX_GPUS_PER_MACHINE") = 1
     count: Number(1, limits.MAX_MACHINES, integer=True, limit_high="MAX_MACHINES") = 1
+    intra_node_gb_per_s: Number(0, 1e5, positive=True, unit="GB/s") | None = None
+    usd_per_hour: Number(0, 1e6, unit="USD") | None = None
     tflops: Number(
         limits.MIN_MACHINE_FLOPS / TFLOPS,
         limits.MAX_MACHINE_FLOPS / TFLOPS,
@@ -306,6 +308,11 @@ _SETTING_BOUNDS: dict[str, tuple[float, float, str | None]] = {
     "num_micro_batches": (1, limits.MAX_MICRO_BATCHES, "MAX_MICRO_BATCHES"),
     "data_parallel": (1, limits.MAX_DATA_PARALLEL, "MAX_DATA_PARALLEL"),
     "max_positions": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
+    # plan settings (issue 35); the workload checks the exact choices (zero 0-3, bits 32/16/8/4)
+    "tensor_parallel": (0, 64, None),
+    "zero": (0, 3, None),
+    "inner_steps": (1, 1_000_000, None),
+    "outer_bits": (4, 32, None),
     # mixture of experts (issue 36): 0 = a dense model / no shared experts / no dense blocks
     "num_experts": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
     "shared_experts": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),

@@ -26,6 +26,15 @@ SCHEDULES = ("gpipe", "1f1b")
 # Activation recomputation (Korthikanti et al. 2022): keep every activation, recompute the
 # attention core in the backward pass, or keep only each layer's input and rerun its forward.
 RECOMPUTE_MODES = ("none", "selective", "full")
+# Plan settings (issue 35; formulas in hulk_env.parallelism). tensor_parallel 0 = each machine
+# one device (the estimate before issue 35); ZeRO stages of Rajbhandari et al. 2020; sync of the
+# data-parallel replicas every step, or DiLoCo's outer step every inner_steps (Douillard et al.).
+ZERO_STAGES = (0, 1, 2, 3)
+SYNC_MODES = ("every-step", "diloco")
+OUTER_BITS = (32, 16, 8, 4)
+MAX_INNER_STEPS = 1_000_000  # DiLoCo's H: published runs use 50-500
+PLAN_KEYS = ("tensor_parallel", "zero", "sync", "inner_steps", "outer_bits", "streaming")
+MAX_TENSOR_PARALLEL = 64  # a machine holds at most 16 GPUs (hardware.gpus.MAX_GPUS_PER_MACHINE)
 
 
 class TrainingSettings(TypedDict, total=False):
@@ -37,6 +46,12 @@ class TrainingSettings(TypedDict, total=False):
     schedule: str | None
     state_bytes_per_param: float | None
     grad_bytes_per_param: float | None
+    tensor_parallel: int | None
+    zero: int | None
+    sync: str | None
+    inner_steps: int | None
+    outer_bits: int | None
+    streaming: bool | None
 
 
 class WorkloadOverrides(TrainingSettings, total=False):
@@ -97,6 +112,20 @@ class Workload:
         grad_bytes_per_param: bytes per parameter exchanged by the data-parallel all-reduce
             (2 = fp16 gradients).
         schedule: ``"gpipe"`` or ``"1f1b"``.
+        tensor_parallel: Megatron tensor-parallel degree ``t`` inside each machine (on a
+            machine of ``g`` GPUs, ``gcd(t, g)``; its other GPUs run sharded data parallel);
+            0 (default) = each machine one device, the estimate before plan settings
+            (:mod:`hulk_env.parallelism`).
+        zero: ZeRO stage 0-3 of the data-parallel groups (Rajbhandari et al. 2020).
+        sync: ``"every-step"`` (gradients all-reduced every iteration) or ``"diloco"`` (an
+            outer exchange of pseudo-gradients every ``inner_steps`` iterations).
+        inner_steps: DiLoCo's ``H``.
+        outer_bits: bits per exchanged pseudo-gradient value under DiLoCo (32/16/8/4).
+        streaming: DiLoCo's outer exchange overlapped with the next ``H`` inner steps.
+        tp_allreduce_bytes: ``[L]`` bytes the tensor-parallel all-reduces of a layer carry per
+            micro-batch in each direction (forward; the same again backward); default
+            ``2 x activation_bytes`` (each explicit layer one transformer block: Megatron's two
+            all-reduces of its output per pass).
         moe: mixture-of-experts data per layer (:class:`hulk_env.moe.MoELayers`, or a dict of
             its fields); ``None`` for a dense model.
     """
@@ -117,6 +146,13 @@ class Workload:
     recompute_flops: np.ndarray | None = None
     recompute: str = "none"
     config: Any = field(default=None, repr=False)
+    tensor_parallel: int = 0
+    zero: int = 0
+    sync: str = "every-step"
+    inner_steps: int = 100
+    outer_bits: int = 32
+    streaming: bool = False
+    tp_allreduce_bytes: np.ndarray | None = None
     moe: MoELayers | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -132,7 +168,11 @@ class Workload:
             raise HulkInputError(f"duplicate layer names {dup} (names are unique ignoring case)", source=src)
         if self.recompute_flops is None:
             object.__setattr__(self, "recompute_flops", np.zeros(n))
-        for label in ("flops", "params", "activation_bytes", "stash_bytes", "recompute_flops"):
+        if self.tp_allreduce_bytes is None:
+            object.__setattr__(self, "tp_allreduce_bytes", 2.0 * np.asarray(self.activation_bytes, dtype=np.float64))
+        for label in (
+            "flops", "params", "activation_bytes", "stash_bytes", "recompute_flops", "tp_allreduce_bytes",
+        ):
             arr = np.array(getattr(self, label), dtype=np.float64, copy=True)
             if arr.shape != (n,):
                 raise HulkInputError(
@@ -188,6 +228,7 @@ class Workload:
                 field="schedule",
             )
         check_recompute(self.recompute, src)
+        check_plan_settings(self, src)
         check_workload_limits(self, src)  # magnitudes: no cost-model product can overflow
 
     # -- derived --------------------------------------------------------------------------------
@@ -271,6 +312,7 @@ class Workload:
             stash_bytes=np.bincount(block, self.stash_bytes, nb),
             edges=bedges,
             recompute_flops=np.bincount(block, self.recompute_flops, nb),
+            tp_allreduce_bytes=np.bincount(block, self.tp_allreduce_bytes, nb),
             moe=coarsen_moe_layers(self.moe, block, nb),
         )
 
@@ -294,6 +336,27 @@ class Workload:
             "schedule": self.schedule,
             **moe_summary(self),
         }
+
+
+def check_plan_settings(workload: Workload, source: str) -> None:
+    """Validate (and normalise to int/bool) the plan settings of issue 35; one clear error each."""
+    for label, low, high in (
+        ("tensor_parallel", 0, MAX_TENSOR_PARALLEL), ("inner_steps", 1, MAX_INNER_STEPS),
+    ):
+        value = getattr(workload, label)
+        if isinstance(value, bool) or int(value) != value or not low <= int(value) <= high:
+            raise HulkInputError(f"must be an integer in {low}..{high}, got {value!r}", source=source, field=label)
+        object.__setattr__(workload, label, int(value))
+    for label, allowed in (("zero", ZERO_STAGES), ("outer_bits", OUTER_BITS), ("sync", SYNC_MODES)):
+        value = getattr(workload, label)
+        if isinstance(value, bool) or value not in allowed:
+            choices = ", ".join(str(a) for a in allowed)
+            raise HulkInputError(f"unknown {label} {value!r}; choose one of {choices}", source=source, field=label)
+        if label != "sync":
+            object.__setattr__(workload, label, int(value))
+    if not isinstance(workload.streaming, bool | np.bool_):
+        raise HulkInputError(f"must be true or false, got {workload.streaming!r}", source=source, field="streaming")
+    object.__setattr__(workload, "streaming", bool(workload.streaming))
 
 
 def check_recompute(mode: Any, source: str) -> None:

@@ -96,7 +96,7 @@ import numpy as np
 
 from hulk_env.errors import HulkInputError
 from hulk_env.validation import limits
-from hulk_env.workload.model import Workload, check_recompute
+from hulk_env.workload.model import PLAN_KEYS, Workload, check_recompute
 
 ARCHITECTURES = ("decoder", "encoder", "encoder-decoder")
 NORMS = ("layernorm", "rmsnorm")
@@ -134,6 +134,8 @@ class TransformerConfig:
         layers_per_block: coarsen the built graph into blocks of this many layers.
         recompute: activation recomputation, ``"none"``, ``"selective"`` or ``"full"`` (the
             module docstring gives its stash and extra FLOPs).
+        tensor_parallel, zero, sync, inner_steps, outer_bits, streaming: plan settings, as in
+            :class:`Workload` (:mod:`hulk_env.parallelism`).
         num_experts: routed experts ``E`` per MoE block (0: a dense model).
         top_k: experts each token is routed to.
         expert_ffn: a routed expert's FFN width ``f_e`` (default ``ffn``).
@@ -171,6 +173,12 @@ class TransformerConfig:
     grad_bytes_per_param: float = 2.0
     layers_per_block: int = 1
     recompute: str = "none"
+    tensor_parallel: int = 0
+    zero: int = 0
+    sync: str = "every-step"
+    inner_steps: int = 100
+    outer_bits: int = 32
+    streaming: bool = False
     num_experts: int = 0
     top_k: int = 2
     expert_ffn: int | None = None
@@ -445,6 +453,11 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
     names: list[str] = ["embed"]
     rows: list[LayerCost] = [_embedding(cfg)]
     acts: list[float] = [p * b * max(cfg.seq_len, cfg.target_seq_len) * h]
+    # Tensor-parallel all-reduces per pass (Narayanan et al. 2021, Megatron-LM): one of the
+    # embedding's output (vocab-parallel embedding), two per self-attention block (after the
+    # attention and after the MLP), three per cross-attention block, one in the head (its
+    # input gradient backward; the loss's small all-reduces forward, counted alike).
+    tp_bytes: list[float] = [acts[0]]
     edges: list[tuple[int, int]] = []
     moe_rows: list[tuple[float, float]] = [(0.0, 0.0)]  # expert params, a2a bytes per layer
     n = cfg.num_layers
@@ -465,12 +478,14 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
             names.append(f"enc{i}")
             rows.append(enc if i < n else _total(enc, _final_norm(cfg, b, cfg.seq_len)))
             acts.append(act_block)
+            tp_bytes.append(2 * act_block)
             edges.append((i - 1, i))
         for j in range(1, cfg.num_decoder_layers + 1):
             dec = block_of("cross", n + j)
             names.append(f"dec{j}")
             rows.append(dec)
             acts.append(p * b * cfg.target_seq_len * h)
+            tp_bytes.append(3 * p * b * cfg.target_seq_len * h)
             idx = len(names) - 1
             edges.append((0 if j == 1 else idx - 1, idx))
             edges.append((n, idx))  # cross-attention on the final encoder output
@@ -479,11 +494,13 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
             names.append(f"block{i}")
             rows.append(block_of("self", i))
             acts.append(act_block)
+            tp_bytes.append(2 * act_block)
             edges.append((i - 1, i))
     names.append("head")
     rows.append(_head(cfg))
     moe_rows.append((0.0, 0.0))
     acts.append(0.0)  # the loss is a scalar; nothing is sent on
+    tp_bytes.append(p * b * (cfg.target_seq_len if cfg.architecture == "encoder-decoder" else cfg.seq_len) * h)
     edges.append((len(names) - 2, len(names) - 1))
     table = np.array(rows, dtype=np.float64)
     workload = Workload(
@@ -503,6 +520,8 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
         state_bytes_per_param=cfg.state_bytes_per_param,
         grad_bytes_per_param=cfg.grad_bytes_per_param,
         schedule=cfg.schedule,
+        tp_allreduce_bytes=np.array(tp_bytes),
+        **{k: getattr(cfg, k) for k in PLAN_KEYS},
         moe=_moe_layers(cfg, moe_rows) if cfg.num_experts else None,
     )
     k = cfg.layers_per_block if layers_per_block is None else layers_per_block
