@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LOG := $(VENV)/install.log
 
-.PHONY: run test install lint check-core-install rllib-env test-rllib clean
+.PHONY: run test install lint chromium docs check-core-install rllib-env test-rllib clean
 
 $(BIN)/python:
 	@$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@echo "installing into $(VENV) (log: $(LOG))"
 	@{ $(BIN)/pip install --upgrade pip && \
 	   $(BIN)/pip install torch==2.13.0 && \
-	   $(BIN)/pip install -e '.[agent,dev,ray]'; } > $(LOG) 2>&1 \
+	   $(BIN)/pip install -e '.[agent,dev,ray,docs]'; } > $(LOG) 2>&1 \
 	   || { tail -n 30 $(LOG); echo "install failed: the whole log is $(LOG)"; exit 1; }
 	@touch $(STAMP)
 
@@ -33,11 +33,31 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP)
+# The report's browser test (tests/test_report_browser.py) needs headless Chromium: the Debian
+# package, installed (as root) only when missing; HULK_REQUIRE_CHROMIUM makes the test fail, not skip.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@echo "installing chromium for the report's browser test (log: $(VENV)/chromium-install.log)"
+	@mkdir -p $(VENV)
+	@{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } \
+	   > $(VENV)/chromium-install.log 2>&1 \
+	   || { tail -n 20 $(VENV)/chromium-install.log; echo "chromium install failed (needs root and Debian's packages)"; exit 1; }
+
+chromium: $(CHROMIUM)
+
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	HULK_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q
+	@$(MAKE) --no-print-directory docs
 	@$(MAKE) --no-print-directory check-core-install
 	@$(MAKE) --no-print-directory test-rllib
+
+# The documentation site (mkdocs.yml) into site/, offline and strict: a broken link or a page
+# that does not build fails. The CLI reference, the env spec and the file formats are generated
+# from the code (mkdocs_hooks.py), the API page from the docstrings (mkdocstrings).
+docs: $(STAMP)
+	@NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "docs: site/index.html"
 
 # `pip install .` without extras in a fresh virtualenv: no torch, and the torch-free commands work.
 check-core-install:
@@ -62,4 +82,4 @@ test-rllib: $(RLLIB_STAMP)
 	HULK_REQUIRE_RLLIB=1 $(RLLIB_VENV)/bin/python -m pytest -q tests/test_rllib_example.py
 
 clean:
-	rm -rf $(VENV) $(RLLIB_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(RLLIB_VENV) runs site .pytest_cache

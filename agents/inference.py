@@ -248,10 +248,16 @@ def greedy_along_plan(policy: Any, env: Any, obs: dict[str, np.ndarray], plan: n
 
 def ranked_first_slots(policy: Any, env: Any, instance: Instance) -> list[int]:
     """The allowed first-slot machines, best-scored first by ``policy``'s first-slot logits (a
-    policy's, or a start ranker's: :mod:`agents.start_ranker`); ties to the lower index."""
+    policy's, or a start ranker's: :mod:`agents.start_ranker`), or by its
+    ``first_slot_scores(instance)`` where it has them (a ranking without a network:
+    :class:`agents.start_ranker.PeakFlopsRanker`); ties to the lower index."""
     import torch
 
     obs, _ = env.reset(options={"instance": instance})
+    if hasattr(policy, "first_slot_scores"):
+        allowed_mask = np.asarray(env.action_masks(), dtype=bool)
+        scores = np.asarray(policy.first_slot_scores(instance), dtype=np.float64)
+        return [int(i) for i in np.argsort(-scores, kind="stable") if allowed_mask[i]]
     logits, _ = masked_logits(policy, obs, env.action_masks())
     allowed = int(torch.isfinite(logits).sum())
     return [int(i) for i in torch.argsort(logits, descending=True, stable=True)[:allowed]]

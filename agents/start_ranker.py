@@ -59,6 +59,19 @@ TAU = 0.05  # target temperature over log plan times (see the module docstring)
 REGRET_SETTINGS: dict[str, tuple[int, int, int]] = {"top1": (1, 0, 0), "top2": (2, 0, 0), "top4": (4, 0, 0), "decision": (4, 2, 0)}
 
 
+class PeakFlopsRanker:
+    """Start ranking without learning: the allowed first-slot machines by FLOP/s, fastest first
+    (ties to the lower index). The control of ``hulk bench agent``'s
+    ``heuristic_starts_gap_geomean``: the same decision (:func:`agents.inference.planned_greedy`:
+    the same starts per region, second round and plans) with this ranking instead of the
+    network's, so the gap between the two is what the network's ranking is worth.
+    ``Machine.flops`` is the machine's peak times one utilisation, so its order is the peak's."""
+
+    def first_slot_scores(self, instance: Instance) -> np.ndarray:
+        """``[M]`` the score of each machine as a first slot (higher is tried first)."""
+        return np.asarray(instance.cluster.flops, dtype=np.float64)
+
+
 class StartLabels(NamedTuple):
     """The plan time from every first-slot machine of one instance."""
 

@@ -44,8 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from agents.config import RunConfig, TrainSettings, apply_overrides, config_from_dict, save_config
 from agents.runs import FINAL_POLICY_DIR, read_run_config
 from hulk_env.errors import HulkInputError
@@ -136,17 +134,21 @@ class SweepResult:
 # ---- the search space ---------------------------------------------------------------------------
 
 
+def _space_text(path: str | Path) -> str:
+    """The search-space file's text (already checked by :func:`load_space`), kept with the sweep."""
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_text
+
+    return read_text(path, limits.MAX_SMALL_FILE_BYTES, what="search-space file")
+
+
 def load_space(path: str | Path, base: RunConfig) -> list[Dimension]:
     """Read and check a search space: every key a config key, every value one it accepts."""
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_data
+
     src = Path(path)
-    try:
-        data = yaml.safe_load(src.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise HulkInputError("no such search-space file", source=str(src)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HulkInputError(f"cannot read the search space: {exc}", source=str(src)) from None
-    except yaml.YAMLError as exc:
-        raise HulkInputError(f"not valid YAML: {exc}".replace("\n", " "), source=str(src)) from None
+    data = read_data(src, syntax="yaml", what="search-space file", max_bytes=limits.MAX_SMALL_FILE_BYTES)
     if not isinstance(data, dict) or not data:
         raise HulkInputError(
             "a search space is a mapping of dotted config keys, e.g. 'ppo.learning_rate: {loguniform: [1.0e-4, 1.0e-2]}'",
@@ -220,7 +222,7 @@ def tune(settings: TuneSettings) -> SweepResult:
     if (sweep / TRIALS_DIR).exists() and any((sweep / TRIALS_DIR).iterdir()):
         raise HulkInputError("the sweep directory already holds trials; choose another --out", source=str(sweep))
     (sweep / TRIALS_DIR).mkdir(parents=True, exist_ok=True)
-    atomic_write_text(sweep / "space.yaml", Path(settings.space).read_text(encoding="utf-8"))
+    atomic_write_text(sweep / "space.yaml", _space_text(settings.space))
     save_config(base, sweep / "base_config.yaml")
 
     with ray_session(settings.ray, settings.workers):

@@ -21,6 +21,7 @@ from hulk_cli import (
     place,
     plot,
     replace,
+    report,
     show,
     train,
     tune,
@@ -34,6 +35,7 @@ app.add_typer(show.app, name="show")
 app.add_typer(imports.app, name="import")
 app.command("place")(place.place)
 app.command("evaluate")(evaluate.evaluate)
+app.command("report")(report.report)
 app.add_typer(plot.app, name="plot")
 app.add_typer(bench.app, name="bench")
 bench.app.command("train")(train.bench_train_command)

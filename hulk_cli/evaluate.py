@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -29,7 +30,7 @@ def evaluate(
     suite: Annotated[str, typer.Option("--suite", "-s", help="A benchmark suite: " + ", ".join(SUITES) + ".")] = "tiny-v0",
     methods: Annotated[str, typer.Option("--methods", help="Comma-separated method names (or run directories).")] = DEFAULT_METHODS,
     policy: Annotated[list[Path] | None, typer.Option("--policy", help="A trained policy's run directory (repeatable).")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for results.csv, results.json, summary.md.")] = Path("runs/evaluate"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for results.csv, results.json, summary.md and report.html.")] = Path("runs/evaluate"),
     hulk_data: Annotated[Path | None, typer.Option("--hulk-data", help="The paper's data directory (paper-v0).")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0, max=limits.MAX_SEED)] = 0,
     budget: Annotated[int | None, typer.Option("--budget", min=1, max=limits.MAX_BUDGET, help="Evaluation budget of every search method.")] = None,
@@ -62,6 +63,8 @@ def evaluate(
     instances = [replace(i, workload=apply_overrides(i.workload, **overrides)) for i in instances]
     setting = "".join(f" {k.replace('_', '-')}={v}" for k, v in overrides.items())
     names = [m.strip() for m in methods.split(",") if m.strip()]
+    if not names and not policy:
+        raise HulkInputError(f"--methods {methods!r} names no method; e.g. --methods naive,genetic", field="methods")
     extra = {n: resolve_method(n) for n in names if n not in METHODS}
     extra.update({f"policy:{Path(p).name}": policy_method(p) for p in policy or []})
     budgets = {n: budget for n in names} if budget else None
@@ -80,6 +83,13 @@ def evaluate(
     if run.skipped:
         console.print(f"resumed: {run.skipped} rows kept, {run.ran} run")
     console.print(f"wrote {paths['csv']}, {paths['json']} and {paths['summary']}")
+    from hulk_cli.report import SETTINGS_FILE, evaluation_settings, write_report
+    from hulk_env.files import atomic_write_text
+
+    policies = {f"policy:{Path(p).name}": str(p) for p in policy or []}
+    chosen = evaluation_settings(suite, names, policies, seed, budget, limit, overrides, None if hulk_data is None else str(hulk_data))
+    atomic_write_text(out / SETTINGS_FILE, json.dumps(chosen, indent=2) + "\n")
+    console.print(f"report: {write_report(out)}")
 
 
 @clean_errors

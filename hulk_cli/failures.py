@@ -19,6 +19,7 @@ from hulk_cli.methods import (
 from hulk_cli.output import clean_errors, console, print_json
 from hulk_cli.replace import CheckpointGbpsOpt, CheckpointOpt, checkpoint_store, load_running
 from hulk_env.errors import HulkInputError
+from hulk_env.validation import limits
 
 DEFAULT_METHODS = "scratch,repair,search,agent"
 TRACE_SEARCH_BUDGET = 5_000  # per decision: a trace asks the method at every failure that hits
@@ -36,7 +37,7 @@ def simulate_failures(
     repair_h: Annotated[float, typer.Option("--repair-h", min=0.0, help="Random trace: mean hours until a failed machine is back.")] = 1.0,
     outage_h: Annotated[float, typer.Option("--outage-h", min=0.0, help="Random trace: mean hours a region outage lasts.")] = 1.0,
     checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=1, help="Random trace: iterations between checkpoints.")] = 500,
-    iterations: Annotated[int, typer.Option("--iterations", "-n", min=1, help="Iterations to train.")] = 10_000,
+    iterations: Annotated[int, typer.Option("--iterations", "-n", min=1, max=limits.MAX_TRAIN_ITERATIONS, help="Iterations to train.")] = 10_000,
     methods: Annotated[str, typer.Option("--methods", "--method", help="Comma-separated re-placement methods to compare.")] = DEFAULT_METHODS,
     placement: Annotated[Path | None, typer.Option("--placement", "-p", help="The starting placement (`hulk place --json`); default: latency-chain-dp.")] = None,
     data_parallel: DataParallelOpt = None,

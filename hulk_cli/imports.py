@@ -32,6 +32,35 @@ def _scaled(value: float, unit: str) -> str:
     return f"{value:,.4g} {unit}"
 
 
+def write_checked(data: dict, out: Path, source: str) -> Path:
+    """Check ``data`` as the workload file it becomes, then write it to ``out`` atomically.
+
+    The mapping is written to a private temporary directory and loaded back there first, so an
+    invalid model (kv heads not dividing heads, 10^9 layers) is an error naming the *input*
+    (``source``) and ``out`` is never created or touched; a valid one appears complete or not at
+    all (:func:`hulk_env.importers.write_workload_file`).
+    """
+    import tempfile
+
+    from hulk_env.errors import HulkInputError
+    from hulk_env.importers import OUT_SUFFIXES, write_workload_file
+    from hulk_env.workload import load_workload_file
+
+    suffix = out.suffix.lower()
+    if suffix not in OUT_SUFFIXES:
+        return write_workload_file(data, out)  # its one-line error about the output type
+    with tempfile.TemporaryDirectory(prefix="hulk-import-") as tmp:
+        trial = write_workload_file(data, Path(tmp) / f"model{suffix}")
+        try:
+            load_workload_file(trial)
+        except HulkInputError as err:
+            where = ".".join(str(x) for x in (err.row, err.field) if x is not None and x != "")
+            raise HulkInputError(
+                f"describes an invalid model{f' ({where})' if where else ''}: {err.message}", source=source
+            ) from None
+    return write_workload_file(data, out)
+
+
 def _report(path: Path, extra: dict, as_json: bool) -> None:
     """Load the written file back and print what it holds."""
     from hulk_env.workload import load_workload_file
@@ -59,11 +88,10 @@ def import_hf(
     as_json: JsonOpt = False,
 ) -> None:
     """A Hugging Face config.json (Llama, Mistral, Qwen2, Falcon, GPT-NeoX, GPT-2, OPT, BLOOM, T5) to a workload file."""
-    from hulk_env.importers import write_workload_file
     from hulk_env.importers.hf_config import import_hf_config
 
     data = import_hf_config(config, name=name, seq_len=seq_len)
-    path = write_workload_file(data, out)
+    path = write_checked(data, out, str(config))
     _report(path, {"seq_len": data["transformer"]["seq_len"]}, as_json)
 
 

@@ -43,16 +43,18 @@ def cluster(
 
 
 def render_links(rows: list[dict]) -> None:
-    """One table row per machine pair (latency one-way, as everywhere)."""
+    """One table row per machine pair (latency one-way, as everywhere); the source says where
+    the latency and, apart, the bandwidth came from."""
+    from hulk_env.cluster.links import describe
+
     table = Table()
     for header in ("a", "b", "regions", "latency ms (one-way)", "RTT ms", "Gbps", "source"):
         table.add_column(header, overflow="fold")  # names are never cut short
     for row in rows:
         regions = row["region_a"] if row["region_a"] == row["region_b"] else f"{row['region_a']} - {row['region_b']}"
-        kind = "measured" if row["measured"] else "imputed"
         table.add_row(
             row["a"], row["b"], regions, f"{row['latency_ms']:.2f}", f"{row['rtt_ms']:.2f}",
-            f"{row['bandwidth_gbps']:.3g}", f"{kind}: {row['basis']}",
+            f"{row['bandwidth_gbps']:.3g}", describe(row),
         )
     console.print(table)
 
@@ -92,15 +94,25 @@ def model(
     source: Annotated[str, typer.Argument(help="A built-in model name or a YAML/JSON file.")] = "default",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     layers: Annotated[bool, typer.Option("--layers", help="List every layer.")] = False,
+    expert_group: Annotated[int, typer.Option(
+        "--expert-group", min=0,
+        help="Mixture of experts: machines in each MoE layer's expert-parallel group for the "
+        "all-to-all bytes (0: the data-parallel degree, or the expert count when that is 1).",
+    )] = 0,
 ) -> None:
-    """Summarise a model's layer graph and training settings."""
+    """Summarise a model's layer graph and training settings (MoE: active parameters and the
+    all-to-all bytes of every MoE layer)."""
     from hulk_env.workload import load_workload
 
     workload = load_workload(source)
     summary = workload.summary()
+    group = _expert_group(summary, expert_group)
     if as_json:
         if layers:
             summary["layer_list"] = layer_rows(workload)
+        if workload.moe is not None:
+            summary["expert_group"] = group
+            summary["a2a_per_layer"] = _a2a_rows(workload, group)
         print_json(summary)
         return
     console.print(
@@ -114,6 +126,8 @@ def model(
         f"micro-batches, data-parallel {summary['data_parallel']}, schedule {summary['schedule']}, "
         f"recompute {summary['recompute']}"
     )
+    if workload.moe is not None:
+        render_moe(workload, summary, group)
     if layers:
         table = Table("#", "layer", "GFLOP", "M params", "act MB", "stash MB")
         for i, row in enumerate(layer_rows(workload)):
@@ -122,6 +136,40 @@ def model(
                 f"{row['activation_bytes'] / 1e6:,.1f}", f"{row['stash_bytes'] / 1e6:,.1f}",
             )
         console.print(table)
+
+
+def _expert_group(summary: dict, given: int) -> int:
+    if given:
+        return given
+    return summary["data_parallel"] if summary["data_parallel"] > 1 else max(summary.get("num_experts", 1), 1)
+
+
+def _a2a_rows(workload, group: int) -> list[dict]:
+    from hulk_env.moe import a2a_per_layer
+
+    return [row._asdict() for row in a2a_per_layer(workload, group)]
+
+
+def render_moe(workload, summary: dict, group: int) -> None:
+    """Total and active parameters, and each MoE layer's all-to-all bytes per micro-batch."""
+    console.print(
+        f"mixture of experts: {summary['moe_layers']} MoE blocks, {summary['num_experts']} experts, "
+        f"top-{summary['top_k']}; {summary['params'] / 1e9:,.3f} B params in total, "
+        f"{summary['active_params'] / 1e9:,.3f} B active per token "
+        f"({summary['expert_params'] / 1e9:,.3f} B in routed experts)"
+    )
+    console.print(
+        f"all-to-all per MoE layer, per replica and micro-batch, expert-parallel group of {group} "
+        f"machine(s) (--expert-group): dispatch V = capacity x top-k x tokens x hidden x bytes; "
+        f"(G-1)/G of V leaves the machine, dispatch and combine, in each pass"
+    )
+    table = Table("layer", "dispatched MB (V)", "forward MB off-machine", "backward MB off-machine")
+    for row in _a2a_rows(workload, group):
+        table.add_row(
+            row["layer"], f"{row['dispatched_bytes'] / 1e6:,.1f}", f"{row['forward_bytes'] / 1e6:,.1f}",
+            f"{row['backward_bytes'] / 1e6:,.1f}",
+        )
+    console.print(table)
 
 
 def layer_rows(workload) -> list[dict]:

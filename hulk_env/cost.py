@@ -60,6 +60,12 @@ Memory on machine ``m``: ``sum_{(r,l) on m} state_bytes_per_param * params_l + k
 with ``k_r = m`` stashed micro-batches for GPipe and ``k_r = min(m, S_r)`` for 1F1B, ``S_r`` the
 number of distinct machines of replica ``r`` (its pipeline depth: the first stage's peak, an
 upper bound for the later stages). Feasible when every machine's use is ``<= memory_bytes``.
+
+Mixture-of-experts layers (:mod:`hulk_env.moe`, where the formulas live): their all-to-all
+within each layer's expert-parallel group adds to ``X_ab`` like pipeline edges and to ``P`` as
+the wait of each MoE slot's forward and backward; routed-expert parameters leave the rings and
+are held once per machine of the group, ``ceil(E / G)`` experts each. Without MoE layers every
+figure is as above, bit for bit.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hulk_env import moe
 from hulk_env.cluster import Cluster
 from hulk_env.traffic import Rings, dp_rings, ring_link_bytes
 from hulk_env.workload import Workload
@@ -290,6 +297,12 @@ def evaluate_one(cluster: Cluster, workload: Workload, placement: np.ndarray) ->
     Scalars are Python numbers; ``compute_s_per_mb`` and ``memory_bytes`` are ``[M]`` arrays;
     ``link_s_per_mb`` is left empty (``[0, 0]``): the bottleneck link is found without it.
     """
+    if workload.moe is not None:  # the batch path, one placement (counted once there)
+        full = evaluate_batch(cluster, workload, placement[None], dense_links=False)
+        first = (getattr(full, k)[0] for k in IterationCost._fields)
+        return IterationCost(*(v.item() if np.ndim(v) == 0 else v for v in first))._replace(
+            link_s_per_mb=np.zeros((0, 0))
+        )
     _count(1)
     m, nmb = cluster.num_machines, workload.num_micro_batches
     rows = placement.tolist()
@@ -413,6 +426,12 @@ def link_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> 
         return np.zeros((n, m, m))
     src, dst, fwd = _edge_transfer_s(cluster, workload, mach)
     bwd = workload.activation_bytes[workload.edges[:, 0]] / cluster.bandwidth_bps[dst, src]
+    if workload.moe is not None:  # the all-to-all, as edges of each MoE slot to its group
+        a2a_src, a2a_dst, sent = moe.a2a_transfers(workload, mach)
+        bw = cluster.bandwidth_bps
+        src, dst = np.concatenate([src.reshape(n, -1), a2a_src], 1), np.concatenate([dst.reshape(n, -1), a2a_dst], 1)
+        fwd = np.concatenate([fwd.reshape(n, -1), sent / bw[a2a_src, a2a_dst]], 1)
+        bwd = np.concatenate([bwd.reshape(n, -1), sent / bw[a2a_dst, a2a_src]], 1)
     base = np.arange(n)[:, None, None] * (m * m)
     slots = np.concatenate([(base + src * m + dst).ravel(), (base + dst * m + src).ravel()])
     weights = np.concatenate([fwd.ravel(), bwd.ravel()])
@@ -434,6 +453,10 @@ def _pair_occupancy_s(cluster: Cluster, workload: Workload, mach: np.ndarray) ->
     src, dst = mach[:, :, workload.edges[:, 0]], mach[:, :, workload.edges[:, 1]]
     keys = (np.minimum(src, dst) * m + np.maximum(src, dst)).reshape(n, -1).astype(np.int32)
     sent = np.broadcast_to(workload.activation_bytes[workload.edges[:, 0]], src.shape).reshape(n, -1)
+    if workload.moe is not None:  # the all-to-all: same bytes both ways, like an edge
+        a2a_src, a2a_dst, a2a_sent = moe.a2a_transfers(workload, mach)
+        a2a_keys = (np.minimum(a2a_src, a2a_dst) * m + np.maximum(a2a_src, a2a_dst)).astype(np.int32)
+        keys, sent = np.concatenate([keys, a2a_keys], 1), np.concatenate([sent, a2a_sent], 1)
     order = np.argsort(keys, axis=1)  # int32 keys: numpy's SIMD quicksort
     keys = np.take_along_axis(keys, order, axis=1)
     sent = np.take_along_axis(sent, order, axis=1)
@@ -472,13 +495,16 @@ def _link_bottleneck(cluster: Cluster, workload: Workload, mach: np.ndarray) -> 
 
 def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
     """``[N, D]`` forward + backward latency ``P_r`` of one micro-batch of each replica."""
+    wait = moe.a2a_latency_s(cluster, workload, mach) if workload.moe is not None else None
     if len(mach) == 1:
         # One placement (the env's episode end): Python floats beat the ~6 numpy calls per
         # edge on [1, D] arrays, 12x on a 26-layer chain; same operations in the same order.
-        return np.array([_first_micro_batch_one(cluster, workload, mach[0])])  # [1, D]
+        return np.array([_first_micro_batch_one(cluster, workload, mach[0], wait)])  # [1, D]
     lat, bw, act = cluster.latency_s, cluster.bandwidth_bps, workload.activation_bytes
     fwd_s = workload.flops / cluster.flops[mach]  # [N, D, L]
     back_s = backward_flops(workload) / cluster.flops[mach]
+    if wait is not None:  # each MoE slot waits for its all-to-all in both passes
+        fwd_s, back_s = fwd_s + wait, back_s + wait
     n_layers = workload.num_layers
     finish = [np.empty(0)] * n_layers
     for v in range(n_layers):
@@ -516,16 +542,24 @@ def pipeline_time_s(workload: Workload, first_s: np.ndarray, bottleneck_s: np.nd
     return np.maximum(textbook, window.max(axis=1))
 
 
-def _first_micro_batch_one(cluster: Cluster, workload: Workload, mach: np.ndarray) -> list[float]:
-    """``P_r`` per replica of one placement ``[D, L]``: :func:`first_micro_batch_s` in floats."""
+def _first_micro_batch_one(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, wait: np.ndarray | None = None
+) -> list[float]:
+    """``P_r`` per replica of one placement ``[D, L]``: :func:`first_micro_batch_s` in floats
+    (``wait``: ``[1, D, L]`` all-to-all seconds of MoE slots, added to both passes)."""
     lat, bw = cluster.latency_s.item, cluster.bandwidth_bps.item
     act, flops, speed = workload.activation_bytes.tolist(), workload.flops.tolist(), cluster.flops.tolist()
     back_flops = backward_flops(workload).tolist()
     preds, succs, n_layers = workload.predecessors, workload.successors, workload.num_layers
     sinks = [v for v in range(n_layers) if not succs[v]]
     per_replica = []
-    for row in mach.tolist():
+    for r, row in enumerate(mach.tolist()):
         fwd = [flops[v] / speed[row[v]] for v in range(n_layers)]
+        bwd = [back_flops[u] / speed[row[u]] for u in range(n_layers)]
+        if wait is not None:
+            extra = wait[0, r].tolist()
+            fwd = [x + y for x, y in zip(fwd, extra, strict=True)]
+            bwd = [x + y for x, y in zip(bwd, extra, strict=True)]
         finish = [0.0] * n_layers
         for v in range(n_layers):
             ready = 0.0
@@ -540,7 +574,7 @@ def _first_micro_batch_one(cluster: Cluster, workload: Workload, mach: np.ndarra
             for v in succs[u]:
                 a, b = row[u], row[v]
                 ready = max(ready, back[v] + lat(b, a) + act[u] / bw(b, a))
-            back[u] = ready + back_flops[u] / speed[row[u]]
+            back[u] = ready + bwd[u]
         per_replica.append(max(back))
     return per_replica
 
@@ -610,11 +644,14 @@ def memory_use_bytes(
     n, d, n_layers = mach.shape
     m = cluster.num_machines
     stash = stash_micro_batches(workload, mach)[:, :, None] * workload.stash_bytes
-    need = workload.state_bytes_per_param * workload.params + stash  # [N, D, L]
+    need = workload.state_bytes_per_param * moe.dense_params(workload) + stash  # [N, D, L]
     if placed is not None:
         need = need * placed
     slots = (np.arange(n)[:, None, None] * m + mach).ravel()
-    return np.bincount(slots, weights=need.ravel(), minlength=n * m).reshape(n, m)
+    used = np.bincount(slots, weights=need.ravel(), minlength=n * m).reshape(n, m)
+    if workload.moe is not None:  # the routed experts, once per machine of each group
+        used = used + moe.expert_memory_bytes(workload, mach, m, placed)
+    return used
 
 
 def placed_memory_bytes(cluster: Cluster, workload: Workload, placement: np.ndarray) -> np.ndarray:

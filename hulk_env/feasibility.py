@@ -17,6 +17,10 @@ smaller blocks, fewer replicas, the 1F1B schedule, each checked by the same boun
 Padding: an observation (the env's, a policy's) is padded to ``max_machines`` machines,
 ``max_layers`` (replica, layer) slots and ``max_edges`` layer-graph edges of all replicas;
 :class:`Padding` says whether an instance fits and, when not, what to change.
+
+Mixture-of-experts layers (:mod:`hulk_env.moe`): a slot holds at least its dense state and the
+busiest member's share of the experts with the largest expert-parallel group (``G = D``), and
+all replicas together hold each expert once, so the bounds stay necessary conditions.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hulk_env import moe
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
 from hulk_env.units import GB
@@ -47,20 +52,22 @@ def stash_count(problem: Instance | Workload, num_stages: int) -> int:
 def layer_memory_bytes(problem: Instance | Workload, stash_micro_batches: int) -> np.ndarray:
     """``[L]`` bytes each layer of one replica needs with ``stash_micro_batches`` stashed."""
     w = _workload(problem)
-    return w.state_bytes_per_param * w.params + stash_micro_batches * w.stash_bytes
+    return w.state_bytes_per_param * moe.slot_state_params(w) + stash_micro_batches * w.stash_bytes
 
 
 def model_memory_bytes(problem: Instance | Workload, num_stages: int) -> float:
     """Bytes all ``D`` replicas need when each one's pipeline has ``num_stages`` machines."""
     w = _workload(problem)
-    return w.data_parallel * float(layer_memory_bytes(w, stash_count(w, num_stages)).sum())
+    need = w.data_parallel * float(layer_memory_bytes(w, stash_count(w, num_stages)).sum())
+    return need - moe.shared_expert_bytes(w) if w.moe is not None else need
 
 
 def min_memory_bytes(problem: Instance | Workload) -> float:
     """A lower bound on what any placement needs: model state plus one stashed micro-batch per
     layer, all replicas (1F1B stashes one per pipeline stage and GPipe all, so more)."""
     w = _workload(problem)
-    return w.data_parallel * float(layer_memory_bytes(w, 1).sum())
+    need = w.data_parallel * float(layer_memory_bytes(w, 1).sum())
+    return need - moe.shared_expert_bytes(w) if w.moe is not None else need
 
 
 def memory_tightness(instance: Instance) -> float:
@@ -119,7 +126,8 @@ def depth_checks(instance: Instance) -> list[DepthCheck]:
     deepest = min(c.num_machines, w.num_layers)
     memory = np.sort(c.memory_bytes)[::-1]
     top = np.cumsum(memory)
-    state = w.state_bytes_per_param * w.params
+    state = w.state_bytes_per_param * moe.slot_state_params(w)
+    shared = moe.shared_expert_bytes(w)  # experts stored once however many replicas (MoE)
     stages = sorted({*range(1, min(w.num_micro_batches, deepest) + 1), deepest})
     checks = []
     for depth in stages:
@@ -129,7 +137,7 @@ def depth_checks(instance: Instance) -> list[DepthCheck]:
         replica = float(need.sum())
         checks.append(DepthCheck(
             depth, k, layer, float(need[layer]), float(memory[0]), replica, float(top[depth - 1]),
-            w.data_parallel * replica, float(top[-1]),
+            w.data_parallel * replica - shared, float(top[-1]),
         ))  # fmt: skip
     return checks
 
@@ -164,7 +172,7 @@ def _binding(instance: Instance, checks: list[DepthCheck]) -> tuple[str, str]:
     """The binding bound of an instance no depth fits, and its sentence."""
     w, c = instance.workload, instance.cluster
     largest, cluster_bytes = checks[0].largest_machine_bytes, checks[0].cluster_bytes
-    state = w.state_bytes_per_param * w.params
+    state = w.state_bytes_per_param * moe.slot_state_params(w)
     need_one = state + w.stash_bytes
     big = int(np.argmax(need_one))
     machine = c.machines[int(np.argmax(c.memory_bytes))].name
@@ -174,11 +182,12 @@ def _binding(instance: Instance, checks: list[DepthCheck]) -> tuple[str, str]:
             f"state + {_gb(w.stash_bytes[big])} for one stashed micro-batch), more than the "
             f"{_gb(largest)} of the largest machine '{machine}'"
         )
-    floor = w.data_parallel * float(need_one.sum())
+    floor = w.data_parallel * float(need_one.sum()) - moe.shared_expert_bytes(w)
     if floor > cluster_bytes:
         return "total", (
             f"{w.data_parallel} replica(s) need at least {_gb(floor)} (model state "
-            f"{_gb(w.data_parallel * float(state.sum()))} + one stashed micro-batch per layer), "
+            f"{_gb(w.data_parallel * float(state.sum()) - moe.shared_expert_bytes(w))} + one "
+            "stashed micro-batch per layer), "
             f"more than the cluster's {_gb(cluster_bytes)}"
         )
     schedule = (
@@ -285,8 +294,8 @@ def _state_alone(instance: Instance) -> str:
     w, c = instance.workload, instance.cluster
     fine = _changed(instance, {"layers_per_block": 1}) if w.config is not None else None
     fw = fine.workload if fine is not None else w
-    state = fw.state_bytes_per_param * fw.params
-    total = w.data_parallel * float(state.sum())
+    state = fw.state_bytes_per_param * moe.slot_state_params(fw)
+    total = w.data_parallel * float(state.sum()) - moe.shared_expert_bytes(fw)
     if total > float(c.memory_bytes.sum()):
         return (
             f" (the model state alone is {_gb(total)} for {w.data_parallel} replica(s), the "

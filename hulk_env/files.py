@@ -13,11 +13,15 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
     out = Path(path)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, out)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out)
+    except BaseException:  # a full disk, a directory in the way, Ctrl-C: no temporary file stays
+        tmp.unlink(missing_ok=True)
+        raise
     return out
 
 

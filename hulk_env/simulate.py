@@ -56,6 +56,17 @@ Data parallel         for each layer the distinct machines of ``machine[:, l]`` 
                       several rings runs them one after the other, rings ordered by their first
                       layer. A member is free for its next ring once its last send has left and
                       its last chunk has arrived.
+MoE all-to-all        a layer with routed experts (``Workload.moe``) held by ``G > 1`` distinct
+                      machines across the replicas exchanges tokens inside that group after
+                      each of its compute tasks, forward and backward: for each of the layer's
+                      ``c`` MoE blocks in turn, ``V / (c G)`` bytes go from the task's machine
+                      ``a`` to every other member ``b`` (dispatch, queued on ``a -> b``), and
+                      once they have arrived the same bytes come back over ``b -> a``
+                      (combine); the task's outputs leave only after the last combine of the
+                      last round has arrived. ``V`` is ``moe.a2a_bytes`` (tokens x ``top_k`` x
+                      capacity factor x width x bytes). The machine is free meanwhile. The
+                      group's routed-expert parameters are not in any ring (each expert lives on
+                      one member; the replicas there share it).
 ====================  ===========================================================================
 
 ``pipeline_s`` is when the last compute task ends, ``iteration_time_s`` when the last all-reduce
@@ -220,7 +231,8 @@ def allreduce_rings(workload: Workload, mach: np.ndarray) -> list[Ring]:
 
     Rings of a single machine (nothing to reduce) are left out.
     """
-    grad = workload.params * workload.grad_bytes_per_param
+    params = workload.params if workload.moe is None else workload.params - workload.moe.expert_params
+    grad = params * workload.grad_bytes_per_param
     groups: dict[tuple[int, ...], list[int]] = {}
     for layer, column in enumerate(mach.T.tolist()):
         ring = tuple(dict.fromkeys(column))
@@ -294,7 +306,9 @@ def _simulate_pipeline(
                 else:
                     bo.append((u, link(a, b), act[u] / bw[a][b], lat[a][b], a, b))
             bwd_out.append(bo)
+    exchanges = _moe_exchanges(workload, rows, lat, bw, link)
     link_free = [0.0] * len(link_id)
+    link_ends = {i: ab for ab, i in link_id.items()}
 
     # Per-task arrays, laid out by task id.
     per_mb = d * nmb * n_layers  # tasks of one kind
@@ -433,6 +447,90 @@ def _simulate_pipeline(
                 heapq.heappush(bready[x], (rest - 2 * layer, tid))
             dirty.append(x)
 
+    def release(tid: int, now: float, dirty: list[int]) -> None:
+        """Send the outputs of finished task ``tid`` (activations or gradients) on their way."""
+        nonlocal seq
+        if tid < per_mb:
+            q, layer = divmod(tid, n_layers)
+            r = q // nmb
+            outs = fwd_out[r * n_layers + layer]
+            target_base = tid - layer
+            if not succs[layer]:
+                for s in sinks:
+                    satisfy(target_base + per_mb + s, dirty)
+            label = "F"
+        else:
+            q, layer = divmod(tid - per_mb, n_layers)
+            r = q // nmb
+            outs = bwd_out[r * n_layers + layer]
+            target_base = tid - layer
+            label = "B"
+        for target, li, wire_s, lat_s, a, b in outs:
+            if li < 0:
+                satisfy(target_base + target, dirty)
+                continue
+            start = link_free[li]
+            if start < now:
+                start = now
+            end = start + wire_s
+            link_free[li] = end
+            arrive = end + lat_s
+            seq += 1
+            heapq.heappush(events, (arrive, seq, 2 * (target_base + target) + 1))
+            if tasks is not None:
+                j = (tid // n_layers) % nmb
+                moved = layer if label == "F" else target
+                tasks.append(
+                    Task("transfer", f"link {a}->{b}", r, j, moved, start, end, arrive, f"{label} {layer}->{target}")
+                )
+
+    # MoE exchanges in flight: steps[i] = (task, round, member index or -1 for a combine's end).
+    steps: list[tuple[int, int, int]] = []
+    pending: dict[int, int] = {}
+
+    def transmit(li: int, wire_s: float, lat_s: float, now: float, step: tuple[int, int, int], label: str) -> None:
+        nonlocal seq
+        start = max(link_free[li], now)
+        end = start + wire_s
+        link_free[li] = end
+        steps.append(step)
+        seq += 1
+        heapq.heappush(events, (end + lat_s, seq, -len(steps)))
+        if tasks is not None:
+            tid = step[0]
+            kind = 0 if tid < per_mb else 1
+            q, layer = divmod(tid - kind * per_mb, n_layers)
+            r, j = divmod(q, nmb)
+            a, b = link_ends[li]
+            tasks.append(Task("transfer", f"link {a}->{b}", r, j, layer, start, end, end + lat_s, label))
+
+    def start_exchange(tid: int, plan: tuple, rnd: int, now: float) -> None:
+        """Dispatch round ``rnd`` of task ``tid``'s tokens to every other member of its group."""
+        members = plan[1]
+        pending[tid] = len(members)
+        kind = "F" if tid < per_mb else "B"
+        for i, (_b, l_ab, w_ab, lat_ab, _l_ba, _w_ba, _lat_ba) in enumerate(members):
+            transmit(l_ab, w_ab, lat_ab, now, (tid, rnd, i), f"{kind} a2a dispatch")
+
+    def exchange_step(index: int, now: float, dirty: list[int]) -> None:
+        """A dispatch arrived (send the combine back) or a combine arrived (count it)."""
+        tid, rnd, member = steps[index]
+        q = (tid if tid < per_mb else tid - per_mb) // n_layers
+        layer = (tid if tid < per_mb else tid - per_mb) % n_layers
+        plan = exchanges[(q // nmb, layer)]
+        if member >= 0:
+            _b, _l_ab, _w_ab, _lat_ab, l_ba, w_ba, lat_ba = plan[1][member]
+            kind = "F" if tid < per_mb else "B"
+            transmit(l_ba, w_ba, lat_ba, now, (tid, rnd, -1), f"{kind} a2a combine")
+            return
+        pending[tid] -= 1
+        if pending[tid]:
+            return
+        if rnd + 1 < plan[0]:
+            start_exchange(tid, plan, rnd + 1, now)
+        else:
+            release(tid, now, dirty)
+
     # Time zero: every forward of a source layer is ready.
     dirty0: list[int] = []
     for tid in range(per_mb):
@@ -447,6 +545,9 @@ def _simulate_pipeline(
         dirty: list[int] = []
         while events and events[0][0] == now:
             _, _, code = heapq.heappop(events)
+            if code < 0:  # a step of an MoE exchange
+                exchange_step(-code - 1, now, dirty)
+                continue
             tid = code >> 1
             if code & 1:
                 satisfy(tid, dirty)
@@ -457,56 +558,21 @@ def _simulate_pipeline(
             busy[x] = False
             finish[x] = now
             dirty.append(x)
-            if tid < per_mb:
-                q, layer = divmod(tid, n_layers)
-                r = q // nmb
-                outs = fwd_out[r * n_layers + layer]
-                fbase = tid - layer
-                bbase = fbase + per_mb
-                target_base = fbase
-                if not succs[layer]:
-                    for s in sinks:
-                        satisfy(bbase + s, dirty)
-                label = "F"
-            else:
+            if tid >= per_mb:
                 rest = tid - per_mb
                 q, layer = divmod(rest, n_layers)
                 r, j = divmod(q, nmb)
-                outs = bwd_out[r * n_layers + layer]
-                target_base = tid - layer
-                label = "B"
                 key = (x * d + r) * nmb + j
                 remaining_b[key] -= 1
                 if remaining_b[key] == 0:
                     done_mb[x * d + r] += 1
-            for target, li, wire_s, lat_s, a, b in outs:
-                if li < 0:
-                    satisfy(target_base + target, dirty)
-                    continue
-                start = link_free[li]
-                if start < now:
-                    start = now
-                end = start + wire_s
-                link_free[li] = end
-                arrive = end + lat_s
-                seq += 1
-                heapq.heappush(events, (arrive, seq, 2 * (target_base + target) + 1))
-                if tasks is not None:
-                    j = (tid // n_layers) % nmb
-                    moved = layer if label == "F" else target
-                    tasks.append(
-                        Task(
-                            "transfer",
-                            f"link {a}->{b}",
-                            r,
-                            j,
-                            moved,
-                            start,
-                            end,
-                            arrive,
-                            f"{label} {layer}->{target}",
-                        )
-                    )
+            layer = (tid if tid < per_mb else tid - per_mb) % n_layers
+            r = (tid if tid < per_mb else tid - per_mb) // n_layers // nmb
+            plan = exchanges.get((r, layer))
+            if plan:
+                start_exchange(tid, plan, 0, now)
+            else:
+                release(tid, now, dirty)
         for x in dirty:
             if not busy[x]:
                 start_next(x, now)
@@ -516,6 +582,36 @@ def _simulate_pipeline(
     by_machine = {used[i]: finish[i] for i in range(n_used)}
     links = {ab: link_free[i] for ab, i in link_id.items()}
     return by_machine, links
+
+
+def _moe_exchanges(
+    workload: Workload, rows: list[list[int]], lat: list[list[float]], bw: list[list[float]], link
+) -> dict[tuple[int, int], tuple[int, list[tuple[int, int, float, float, int, float, float]]]]:
+    """Per (replica, MoE layer) held by a group of ``G > 1`` machines: its rounds ``c`` and, per
+    other member ``b``, ``(b, link a->b, dispatch s, latency, link b->a, combine s, latency)``
+    for one round of ``V / (c G)`` bytes each way."""
+    out: dict = {}
+    if workload.moe is None:
+        return out
+    experts, volume, count = (workload.moe.num_experts.tolist(), workload.moe.a2a_bytes.tolist(),
+                              workload.moe.a2a_count.tolist())  # fmt: skip
+    for layer in range(workload.num_layers):
+        if experts[layer] <= 0 or volume[layer] <= 0:
+            continue
+        group = list(dict.fromkeys(row[layer] for row in rows))
+        if len(group) < 2:
+            continue
+        rounds = max(int(round(count[layer])), 1)
+        chunk = volume[layer] / rounds / len(group)
+        for r, row in enumerate(rows):
+            a = row[layer]
+            plan = [
+                (b, link(a, b), chunk / bw[a][b], lat[a][b], link(b, a), chunk / bw[b][a], lat[b][a])
+                for b in group
+                if b != a
+            ]
+            out[(r, layer)] = (rounds, plan)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -607,6 +703,8 @@ VALIDATION_MODELS = (
     "t5-11b",
     "bert-large",
 )
+# Mixture-of-experts models for the same check (:func:`validation_cases` ``models=``).
+MOE_VALIDATION_MODELS = ("mixtral-8x7b", "deepseek-moe-16b", "qwen1.5-moe-a2.7b")
 MAX_PIPELINE_DEPTH = 8
 
 
@@ -697,9 +795,12 @@ def random_placement(
     return out
 
 
-def validation_cases(num_cases: int = 500, seed: int = 0) -> list[ValidationCase]:
+def validation_cases(
+    num_cases: int = 500, seed: int = 0, models_drawn: tuple[str, ...] = VALIDATION_MODELS
+) -> list[ValidationCase]:
     """A seeded set of placements over built-in clusters and models (:mod:`hulk_env.cluster.builtin`,
-    :mod:`hulk_env.workload.catalog`).
+    :mod:`hulk_env.workload.catalog`; ``models_drawn``: :data:`VALIDATION_MODELS`, or
+    :data:`MOE_VALIDATION_MODELS` for the mixture-of-experts check).
 
     Both schedules (alternating), ``D`` drawn from ``{1, 2, 4}``, 8 micro-batches, styles drawn
     with :data:`STYLE_WEIGHTS`. Same seed, same cases.
@@ -713,7 +814,7 @@ def validation_cases(num_cases: int = 500, seed: int = 0) -> list[ValidationCase
     cases = []
     for i in range(num_cases):
         cluster = clusters[int(rng.integers(len(clusters)))]
-        name = VALIDATION_MODELS[int(rng.integers(len(VALIDATION_MODELS)))]
+        name = models_drawn[int(rng.integers(len(models_drawn)))]
         d = int(rng.choice([1, 2, 4]))
         schedule = ("gpipe", "1f1b")[i % 2]
         key = (name, d, schedule)

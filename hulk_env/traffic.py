@@ -11,7 +11,10 @@ cross-check of the cost model.
   a ring of ``k`` machines (:func:`dp_rings`); layers with the same ring share one all-reduce of
   ``G = sum_l params_l * grad_bytes_per_param`` bytes, and a ring all-reduce sends
   ``2 (k - 1) / k * G`` bytes over each of its ``k`` directed links
-  ``s_0 -> s_1, ..., s_{k-1} -> s_0`` (:func:`ring_link_bytes`).
+  ``s_0 -> s_1, ..., s_{k-1} -> s_0`` (:func:`ring_link_bytes`). Routed-expert parameters of
+  mixture-of-experts layers are not all-reduced (:func:`hulk_env.moe.dense_params`).
+* Mixture of experts: each MoE layer's all-to-all within its expert-parallel group
+  (:func:`hulk_env.moe.a2a_transfers`), once per micro-batch.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from hulk_env.instance import Instance
+from hulk_env.moe import a2a_transfers, dense_params
 from hulk_env.workload import Workload
 
 
@@ -55,7 +59,7 @@ def dp_rings(workload: Workload, mach: np.ndarray) -> Rings:
     )
     same = np.all(members[:, :, :, None] == members[:, :, None, :], axis=1)  # [N, L, L]
     earlier = np.tril(np.ones((n_layers, n_layers), dtype=bool), -1)
-    grad = workload.params * workload.grad_bytes_per_param
+    grad = dense_params(workload) * workload.grad_bytes_per_param  # routed experts stay put
     return Rings(
         members=members,
         size=first.sum(axis=1),
@@ -86,6 +90,10 @@ def link_traffic_bytes(instance: Instance, placement: np.ndarray) -> np.ndarray:
         cross = (a != b) & (a >= 0) & (b >= 0)
         np.add.at(out, (a[cross], b[cross]), per_edge[cross])  # activations
         np.add.at(out, (b[cross], a[cross]), per_edge[cross])  # their gradients
+    if w.moe is not None and np.all(mach >= 0):  # the MoE all-to-all, both ways
+        src, dst, sent = a2a_transfers(w, mach[None])
+        np.add.at(out, (src[0], dst[0]), w.num_micro_batches * sent[0])
+        np.add.at(out, (dst[0], src[0]), w.num_micro_batches * sent[0])
     if w.data_parallel > 1 and np.all(mach >= 0):
         rings = dp_rings(w, mach[None])
         for layer in np.flatnonzero(rings.leader[0] & (rings.size[0] > 1)):

@@ -8,7 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from agents.bench_agent import KEYS, bench_agent, gap_geomean
+from agents.bench_agent import (
+    HEURISTIC,
+    KEYS,
+    RANDOM_SEEDS,
+    bench_agent,
+    control_methods,
+    flops_starts,
+    gap_geomean,
+    random_name,
+    random_weights,
+)
 from hulk_env import cost
 from hulk_env.baselines import PlacementResult, get_method
 from hulk_env.errors import HulkInputError
@@ -72,6 +82,8 @@ def test_keys_failures_and_evals_ratio(tiny_reference):
 
     out = bench_agent("tiny-v0", methods={"gnn-ppo": flaky, "gnn-ppo+search": polish}, reference_path=tiny_reference)
     assert tuple(out) == KEYS
+    assert out["random_weights_gap_geomean"] is None and out["heuristic_starts_gap_geomean"] is None  # not given, not measured
+    assert out["cost_evals"]["gnn-ppo+search"] == 20 * 100
     assert out["suite"] == "tiny-v0" and out["instances"] == 20
     assert out["dead_ends"] == 10  # the failures are counted, not dropped
     assert out["search_polish_gap_geomean"] >= -1e-12  # anneal at 100 never beats the best at 300... or ties
@@ -107,3 +119,57 @@ def test_cli_bad_input_is_one_line_and_exit_2():
         result = runner.invoke(app, args, catch_exceptions=False)
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert result.exit_code == EXIT_BAD_INPUT and len(lines) == 1 and message in lines[0], (args, result.stderr)
+
+
+def test_the_controls_are_the_median_of_their_seeds_and_count_their_failures(tiny_reference):
+    chain = get_method("latency-chain-dp")
+    naive = get_method("naive")
+
+    def failing(instance, seed, budget):
+        return PlacementResult("fails", None, 3, "dead end")
+
+    # seed 0 as good as chain-dp, seed 1 naive, seed 2 always failing (enters as naive): median = naive's gap
+    stand_ins = {"gnn-ppo": chain, "gnn-ppo+search": chain, HEURISTIC: naive}
+    for seed, fn in zip(RANDOM_SEEDS, (chain, naive, failing), strict=True):
+        stand_ins[random_name(seed)] = stand_ins[random_name(seed, True)] = fn
+    out = bench_agent("tiny-v0", methods=stand_ins, reference_path=tiny_reference)
+    assert out["heuristic_starts_gap_geomean"] == pytest.approx(out["random_weights_gap_geomean"])
+    assert out["random_weights_gap_geomean"] == pytest.approx(out["random_weights_rollout_gap_geomean"])
+    assert out["random_weights_gap_geomean"] > out["policy_gap_geomean"] == out["chain_dp_gap_geomean"]
+    assert out["control_dead_ends"] == 2 * 20 and out["dead_ends"] == 0  # the controls' failures apart from the policy's
+    assert out["cost_evals"][random_name(RANDOM_SEEDS[2])] == 3 * 20
+    assert out["policy_rollout_gap_geomean"] is None
+
+
+def test_the_controls_use_other_weights_and_other_start_rankings():
+    import torch
+
+    from agents.inference import instance_env, ranked_first_slots
+    from agents.methods import pretrained_policy
+    from hulk_env.evaluation.suites import (
+        UNSEEN_CITIES,
+        UNSEEN_V0_CASES,
+        UNSEEN_V0_SEED,
+        _draw_heldout_instance,
+    )
+
+    shipped = pretrained_policy()
+    nets = [random_weights(shipped, s).policy for s in RANDOM_SEEDS]
+    again = random_weights(shipped, RANDOM_SEEDS[0]).policy
+    first = next(iter(shipped.policy.state_dict()))
+    weights = [n.state_dict()[first] for n in [shipped.policy, *nets]]
+    assert all(not torch.equal(a, b) for i, a in enumerate(weights) for b in weights[i + 1 :])  # four different networks
+    assert all(torch.equal(again.state_dict()[k], v) for k, v in nets[0].state_dict().items())  # a fixed seed: the same one
+
+    # unseen-v0/0 (8 machines over 3 cities), drawn alone
+    inst = _draw_heldout_instance(np.random.default_rng([UNSEEN_V0_SEED, 0]), *UNSEEN_V0_CASES[0], UNSEEN_CITIES, "unseen-v0/0")
+    env = instance_env(inst, lookahead=False, plan=True)
+    by_flops = ranked_first_slots(flops_starts(shipped).ranker, env, inst)
+    assert by_flops == sorted(by_flops, key=lambda m: (-inst.cluster.flops[m], m))
+    rankings = [tuple(ranked_first_slots(p, env, inst)) for p in (shipped.policy, *nets)] + [tuple(by_flops)]
+    assert len(set(rankings)) >= 4  # the shipped, random and FLOP/s rankings are not one ranking
+    controls = control_methods(shipped, seeds=RANDOM_SEEDS[:1])
+    assert set(controls) == {HEURISTIC, random_name(0), random_name(0, True)}
+    for name, fn in controls.items():
+        result = fn(inst, 0, None)
+        assert result.feasible and result.cost_evals > 0, name

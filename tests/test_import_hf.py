@@ -123,7 +123,7 @@ def test_name_comes_from_the_config():
 
 # file -> words the one-line message must contain (besides the file's path)
 BAD_HF = {
-    "hf_unknown_model_type.json": ["'model_type'", "'mixtral'", "supported: llama"],
+    "hf_unknown_model_type.json": ["'model_type'", "'jamba'", "supported: llama"],
     "hf_missing_key.json": ["'intermediate_size'", "model_type 'llama'"],
     "hf_no_model_type.json": ["missing required key 'model_type'"],
     "hf_wrong_type.json": ["'num_attention_heads'", "integer", "'64'"],

@@ -260,6 +260,8 @@ def _apply_links(
         imputed[ia, ib] = imputed[ib, ia] = False
         where = f"line {row}" if isinstance(row, int) else str(row)
         note = f"{given[0]} {value:g} in the links entry at {where}"
+        if bw_gbps is not None:  # hulk_env.cluster.links.BANDWIDTH_GIVEN
+            note += f", bandwidth_gbps {bw_gbps:g}"
         notes.update({(min(i, j), max(i, j)): note for i, j in zip(ia.tolist(), ib.tolist(), strict=True)})
     return notes
 

@@ -28,6 +28,7 @@ used as it is. Every node needs hulk-env installed (the same version).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -44,10 +45,15 @@ from hulk_env.baselines.naive import naive
 from hulk_env.errors import HulkInputError
 from hulk_env.evaluation.report import write_results
 from hulk_env.evaluation.results import (
+    CHECKSUM_CHARS,
+    JOURNAL_COLUMNS,
     RESULT_COLUMNS,
     ResultRow,
     append_csv,
+    csv_cell,
     read_results_csv,
+    row_checksum,
+    with_checksum,
     write_csv,
 )
 from hulk_env.evaluation.runner import MethodFn, Progress, rows_for_instance, run_one
@@ -193,10 +199,29 @@ class _Journal:
             self.manifest["reasons"][_reason_key(*key)] = result.reason
             self.save_manifest()
         self.results[key] = result
-        append_csv(self.csv_path, [_csv_dict(row_of(result))], RESULT_COLUMNS)
+        append_csv(self.csv_path, [self.journal_row(row_of(result))], JOURNAL_COLUMNS)
+
+    def provenance(self, instance_id: str, method: str) -> dict:
+        """The ``seed``, ``budget`` and ``settings`` cells of a row of this run."""
+        budget = self.manifest["budgets"].get(method)
+        seed = self.manifest["seed"]
+        fingerprint = self.manifest["instances"].get(instance_id)
+        return {"seed": seed, "budget": "" if budget is None else budget,
+                "settings": settings_fingerprint(fingerprint, method, budget, seed)}
+
+    def journal_row(self, row: ResultRow) -> dict:
+        """A results.csv row: the result cells, the provenance cells and the checksum."""
+        return with_checksum({**_csv_dict(row), **self.provenance(row.instance, row.method)})
 
     def save_manifest(self) -> None:
         atomic_write_text(self.manifest_path, json.dumps(self.manifest, indent=2, sort_keys=True) + "\n")
+
+
+def settings_fingerprint(instance_fingerprint: Any, method: str, budget: int | None, seed: int) -> str:
+    """What a row was made with, in 16 hex digits: the instance's fingerprint (workload and
+    cluster), the method, its budget and the seed (SHA-256 of their JSON)."""
+    text = json.dumps([MANIFEST_FORMAT, instance_fingerprint, method, budget, seed], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:CHECKSUM_CHARS]
 
 
 def _csv_dict(row: ResultRow) -> dict:
@@ -233,33 +258,30 @@ def _open_journal(
         old = _read_manifest(journal.manifest_path)
         _check_resumable(old, manifest, journal.manifest_path)
         manifest["reasons"] = dict(old.get("reasons", {}))
-        _drop_partial_line(journal.csv_path)
-        journal.results = _saved_results(journal.csv_path, manifest, seed)
+        # Every row is checked before anything on disk changes: a refused resume leaves it as it was.
+        journal.results, whole = _saved_results(journal, seed)
+        if whole is not None:
+            os.truncate(journal.csv_path, whole)  # cut a row the machine did not finish writing
     else:
-        write_csv(journal.csv_path, [], RESULT_COLUMNS)  # the header: a fresh run
+        write_csv(journal.csv_path, [], JOURNAL_COLUMNS)  # the header: a fresh run
     journal.save_manifest()
     return journal
 
 
-def _drop_partial_line(path: Path) -> None:
-    """Cut what follows the last line end (a write the machine did not finish)."""
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with path.open("r+b") as fh:
-            fh.truncate(data.rfind(b"\n") + 1)
-
-
 def _read_manifest(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_data
+
+    if not path.exists() and not path.is_symlink():
         raise HulkInputError(
             f"cannot resume: no {MANIFEST} beside results.csv (not written by `hulk evaluate`); "
             "run without --resume or choose another --out",
             source=str(path.parent),
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise HulkInputError(f"cannot resume: unreadable {MANIFEST}: {exc}", source=str(path)) from None
+        )
+    try:
+        data = read_data(path, syntax="json", what=MANIFEST, max_bytes=limits.MAX_MAPPING_FILE_BYTES)
+    except HulkInputError as exc:
+        raise HulkInputError(f"cannot resume: {exc.message}", source=exc.source, row=exc.row, field=exc.field) from None
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise HulkInputError(f"cannot resume: not a format-{MANIFEST_FORMAT} {MANIFEST}", source=str(path))
     return data
@@ -289,39 +311,121 @@ def _check_resumable(old: dict, new: dict, path: Path) -> None:
             )
 
 
-def _saved_results(csv_path: Path, manifest: dict, seed: int) -> dict[tuple[str, str], TaskResult]:
-    """The rows of an earlier run as task results (reasons from the manifest)."""
-    if csv_path.stat().st_size == 0:
-        return {}
-    try:
-        rows = read_results_csv(csv_path)
-    except HulkInputError as err:
-        if err.message == "no result rows":
-            return {}
-        raise
+_REFUSALS = {  # why a saved row is refused, in the words of the message
+    "cells": "cut or padded (another number of cells)",
+    "checksum": "failed the row checksum (edited?)",
+    "seed": "made with another seed",
+    "budget": "made with another budget",
+    "settings": "made on other settings (instance, method or budget)",
+    "values": "with cells that are not numbers",
+    "duplicate": "repeated",
+}
+
+
+def _saved_results(journal: _Journal, seed: int) -> tuple[dict[tuple[str, str], TaskResult], int | None]:
+    """The rows of an earlier run as task results (reasons from the manifest), each checked.
+
+    A row is kept only when it has every cell of :data:`JOURNAL_COLUMNS`, its checksum matches
+    its cells, and its seed, budget and settings fingerprint are this run's. Any other row
+    refuses the whole resume (one line: how many and why), before anything is changed.
+
+    Returns:
+        The results, and the byte length of the whole lines when the file ends in a line the
+        machine did not finish writing (to cut it), else ``None``.
+    """
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import decode_text, parse_csv_text, read_bytes
+
+    csv_path = journal.csv_path
+    src = str(csv_path)
+    data = read_bytes(csv_path, limits.MAX_TEXT_FILE_BYTES, what="results file")
+    whole = data.rfind(b"\n") + 1 if data and not data.endswith(b"\n") else None
+    table = parse_csv_text(decode_text(data[: whole if whole is not None else len(data)], src), src)
+    if not table:
+        return {}, whole
+    header = tuple(table[0])
+    if header != JOURNAL_COLUMNS:
+        old = header == RESULT_COLUMNS
+        raise HulkInputError(
+            "cannot resume: "
+            + ("the rows carry no seed, budget, settings or checksum (written by an older hulk)"
+               if old else f"the header is not {','.join(JOURNAL_COLUMNS)}")
+            + "; rerun without --resume or choose another --out",
+            source=src,
+            row=1,
+        )
+    manifest = journal.manifest
     budgets, instances = manifest["budgets"], manifest["instances"]
     saved: dict[tuple[str, str], TaskResult] = {}
-    for n, row in enumerate(rows, start=2):
-        key = (row["instance"], row["method"])
-        if key[0] not in instances or key[1] not in budgets:
-            what = f"instance {key[0]}" if key[0] not in instances else f"method {key[1]}"
-            raise HulkInputError(
-                f"cannot resume: the saved rows include {what}, which this run does not have; "
-                "add it back (--methods, --limit) or choose another --out",
-                source=str(csv_path),
-                row=n,
-            )
-        t, speedup = row["iteration_time_s"], row["speedup_vs_naive"]
-        reference = t * speedup if not math.isnan(t) else math.nan  # only shown while running
-        saved[key] = TaskResult(
-            Task(key[0], key[1], seed),
-            t,
-            reference,
-            int(row["cost_evals"]),
-            row["wall_s"],
-            manifest["reasons"].get(_reason_key(*key), "" if not math.isnan(t) else "no feasible placement"),
+    refused: dict[str, int] = {}
+    first: int | None = None
+    rows = [(n, cells) for n, cells in enumerate(table[1:], start=2) if cells]
+    for n, cells in rows:
+        why = _refusal(cells, journal, instances, budgets, src, n)
+        key = (cells[0], cells[1]) if why is None else None
+        result = None
+        if why is None:
+            result = _task_result(dict(zip(JOURNAL_COLUMNS, cells, strict=True)), manifest, seed)
+            why = "values" if result is None else ("duplicate" if key in saved else None)
+        if why is not None:
+            refused[why] = refused.get(why, 0) + 1
+            first = first or n
+            continue
+        saved[key] = result
+    if refused:
+        count = sum(refused.values())
+        reasons = ", ".join(f"{k} {_REFUSALS[why]}" for why, k in refused.items())
+        raise HulkInputError(
+            f"cannot resume: {count} of {len(rows)} saved rows do not match this run ({reasons}; the first at "
+            f"row {first}); nothing was changed: delete those rows, or rerun without --resume or with another --out",
+            source=src,
         )
-    return saved
+    return saved, whole
+
+
+def _refusal(cells: list[str], journal: _Journal, instances: Mapping, budgets: Mapping, src: str, n: int) -> str | None:
+    """Why a saved row is refused (a key of :data:`_REFUSALS`), or ``None``.
+
+    Raises:
+        HulkInputError: a whole, intact row of an instance or method this run does not have
+            (the run was narrowed: say how to widen it).
+    """
+    if len(cells) != len(JOURNAL_COLUMNS):
+        return "cells"
+    if row_checksum(cells[:-1]) != cells[-1]:
+        return "checksum"
+    row = dict(zip(JOURNAL_COLUMNS, cells, strict=True))
+    instance, method = row["instance"], row["method"]
+    if instance not in instances or method not in budgets:
+        what = f"instance {instance}" if instance not in instances else f"method {method}"
+        raise HulkInputError(
+            f"cannot resume: the saved rows include {what}, which this run does not have; "
+            "add it back (--methods, --limit) or choose another --out",
+            source=src,
+            row=n,
+        )
+    expected = {k: csv_cell(v) for k, v in journal.provenance(instance, method).items()}
+    for column in ("seed", "budget", "settings"):
+        if row[column] != expected[column]:
+            return column
+    return None
+
+
+def _task_result(row: dict, manifest: dict, seed: int) -> TaskResult | None:
+    """A saved row as a task result, or ``None`` when a number cell is not a number."""
+    try:
+        t = float(row["iteration_time_s"]) if row["iteration_time_s"] else math.nan
+        speedup = float(row["speedup_vs_naive"]) if row["speedup_vs_naive"] else math.nan
+        wall = float(row["wall_s"]) if row["wall_s"] else math.nan
+        evals = int(row["cost_evals"])
+    except ValueError:
+        return None
+    if evals < 0 or (math.isnan(t) != (row["feasible"] == "false")):
+        return None
+    key = (row["instance"], row["method"])
+    reference = t * speedup if not math.isnan(t) else math.nan  # only shown while running
+    reason = manifest["reasons"].get(_reason_key(*key), "" if not math.isnan(t) else "no feasible placement")
+    return TaskResult(Task(key[0], key[1], seed), t, reference, evals, wall, reason)
 
 
 # ---- running ------------------------------------------------------------------------------------
@@ -364,6 +468,8 @@ def evaluate_tasks(
     """
     extra = dict(extra_methods or {})
     names = list(dict.fromkeys([*methods, *extra]))
+    if not names:
+        raise HulkInputError("no methods to run: give at least one (e.g. --methods naive,genetic)", field="methods")
     table = {n: extra[n] if n in extra else get_method(n) for n in names}
     budgets = {n: (budgets or {}).get(n) for n in names}
     if workers is not None and workers < 1:
@@ -387,6 +493,8 @@ def evaluate_tasks(
                 used = _run_on_ray(todo, table, instances, budgets, cpus, workers, done)
     rows = final_rows(instances, names, journal.results, seed)
     paths = write_results(rows, journal.out, title=title)
+    # results.csv again with each row's seed, budget, settings and checksum: a later --resume checks them.
+    write_csv(paths["csv"], [journal.journal_row(r) for r in rows], JOURNAL_COLUMNS)
     paths["manifest"] = journal.manifest_path
     return EvaluationRun(rows, len(todo), len(instances) * len(names) - len(todo), paths, used)
 

@@ -8,6 +8,7 @@ empty cells, booleans as ``true``/``false``. :func:`read_results_csv` reads them
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
 import os
@@ -32,6 +33,13 @@ RESULT_COLUMNS = (
     "feasible",
 )
 LEADERBOARD_COLUMNS = ("instance", "method", "speedup_vs_naive")  # what a leaderboard figure needs
+# What makes a saved row comparable with a rerun (issue 38): `hulk evaluate`'s results.csv
+# carries them after the result columns, and `--resume` keeps a row only when they match.
+# settings: a fingerprint of the instance, method, budget and seed; checksum: of every other
+# cell as written, so a cut, padded or edited row is found.
+PROVENANCE_COLUMNS = ("seed", "budget", "settings", "checksum")
+JOURNAL_COLUMNS = RESULT_COLUMNS + PROVENANCE_COLUMNS
+CHECKSUM_CHARS = 16  # hex digits of SHA-256 kept: 64 bits, against edits, not forgery
 _NUMBER_COLUMNS = ("speedup_vs_naive", "iteration_time_s", "gap_to_best", "wall_s", "cost_evals")
 
 
@@ -109,35 +117,56 @@ def read_results_csv(path: str | Path) -> list[dict]:
     Needs the columns ``instance``, ``method`` and ``speedup_vs_naive``; numbers become floats
     (an empty cell is ``nan``), ``feasible`` a bool when present; other columns stay strings.
 
+    Read through :func:`hulk_env.validation.reading.read_csv_rows` (regular file, size, UTF-8,
+    row and cell limits); every row has exactly the header's cells.
+
     Raises:
-        HulkInputError: a missing file or column, or a speed-up that is not a number.
+        HulkInputError: a missing file or column, a row of another length, or a number cell
+            that is not a number.
     """
+    from hulk_env.validation.reading import read_csv_rows
+
     src = Path(path)
-    try:
-        with src.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            missing = [c for c in LEADERBOARD_COLUMNS if c not in header]
-            if missing:
-                raise HulkInputError(
-                    f"missing column(s) {', '.join(missing)}; a results.csv from `hulk evaluate` has "
-                    f"{', '.join(LEADERBOARD_COLUMNS)}",
-                    source=str(src),
-                )
-            rows = []
-            for n, raw in enumerate(reader, start=2):
-                row: dict = dict(raw)
-                for key in _NUMBER_COLUMNS:
-                    if key in row:
-                        row[key] = _float_cell(row[key], src, n, key)
-                if "feasible" in row:
-                    row["feasible"] = str(row["feasible"]).strip().lower() == "true"
-                rows.append(row)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HulkInputError(f"cannot read the results file: {exc}", source=str(src)) from None
+    table = read_csv_rows(src, what="results file")
+    header = table[0] if table else []
+    missing = [c for c in LEADERBOARD_COLUMNS if c not in header]
+    if missing:
+        raise HulkInputError(
+            f"missing column(s) {', '.join(missing)}; a results.csv from `hulk evaluate` has "
+            f"{', '.join(LEADERBOARD_COLUMNS)}",
+            source=str(src),
+        )
+    if len(set(header)) != len(header):
+        raise HulkInputError("a column name is given twice in the header", source=str(src), row=1)
+    rows = []
+    for n, cells in enumerate(table[1:], start=2):
+        if not cells:
+            continue  # a blank line
+        if len(cells) != len(header):
+            raise HulkInputError(
+                f"{len(cells)} cells, the header has {len(header)} (a cut or edited row?)", source=str(src), row=n
+            )
+        row: dict = dict(zip(header, cells, strict=True))
+        for key in _NUMBER_COLUMNS:
+            if key in row:
+                row[key] = _float_cell(row[key], src, n, key)
+        if "feasible" in row:
+            row["feasible"] = str(row["feasible"]).strip().lower() == "true"
+        rows.append(row)
     if not rows:
         raise HulkInputError("no result rows", source=str(src))
     return rows
+
+
+def row_checksum(cells: Sequence[str]) -> str:
+    """SHA-256 (first :data:`CHECKSUM_CHARS` hex digits) of a row's cells as written."""
+    return hashlib.sha256("\x1f".join(cells).encode("utf-8")).hexdigest()[:CHECKSUM_CHARS]
+
+
+def with_checksum(row: Mapping[str, Any]) -> dict:
+    """``row`` (every :data:`JOURNAL_COLUMNS` but ``checksum``) with its checksum cell added."""
+    cells = [csv_cell(row.get(c, "")) for c in JOURNAL_COLUMNS[:-1]]
+    return {**row, "checksum": row_checksum(cells)}
 
 
 def _float_cell(value: str | None, src: Path, row: int, key: str) -> float:

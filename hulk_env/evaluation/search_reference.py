@@ -200,7 +200,7 @@ def load_reference(
     fix = f"recompute it with `python -m hulk_env.evaluation.search_reference --suite {suite}` (hours)"
     if not path.exists():
         raise HulkInputError(f"no search reference for suite '{suite}' at {path}; {fix}", field="suite")
-    payload = json.loads(path.read_text(encoding="utf-8"))
+    payload = _load(path)
     refs = _parse(payload, path)
     for inst in load_suite(suite) if instances is None else instances:
         ref = refs.get(inst.instance_id)
@@ -246,8 +246,19 @@ def _record_json(rec: SearchRecord) -> dict:
     return out
 
 
+def _load(path: Path) -> dict:
+    """A reference file, read through the validation layer (package data, or a user's --out)."""
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_data
+
+    payload = read_data(path, syntax="json", what="search reference", max_bytes=limits.MAX_TEXT_FILE_BYTES)
+    if not isinstance(payload, dict):
+        raise HulkInputError("a search reference holds one JSON object", source=str(path))
+    return payload
+
+
 def _read(path: Path, suite: str, budget: int, methods: Sequence[str]) -> dict[str, InstanceReference]:
-    payload = json.loads(path.read_text(encoding="utf-8"))
+    payload = _load(path)
     if payload.get("suite") != suite or payload.get("budget") != budget or payload.get("methods") != list(methods):
         raise HulkInputError(
             f"{path} holds suite {payload.get('suite')!r} at budget {payload.get('budget')} with "

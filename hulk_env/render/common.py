@@ -24,13 +24,21 @@ def pyplot():
 
 
 def save_figure(fig, path: str | Path, dpi: int | None = None) -> Path:
-    """Save ``fig`` as PNG (parent folders created) and close it."""
+    """Save ``fig`` as PNG (parent folders created) and close it, atomically: the PNG is drawn
+    in memory first, so a failed draw or a killed run leaves no partial file behind."""
+    import io
+
+    from hulk_env.files import atomic_write_bytes
+
     plt = pyplot()
     out = Path(path)
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png", dpi=dpi)
-    plt.close(fig)
-    return out
+    return atomic_write_bytes(out, buffer.getvalue())
 
 
 def figure_to_rgb(fig) -> np.ndarray:

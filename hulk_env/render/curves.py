@@ -6,7 +6,6 @@ run directories) into the same :class:`Curve` lists.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -49,12 +48,11 @@ def read_csv_curves(path: str | Path, prefix: str = "") -> list[Curve]:
     Raises:
         HulkInputError: the file cannot be read, or its step column holds non-numbers.
     """
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_csv_rows
+
     path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HulkInputError(f"cannot read the CSV: {exc}", source=str(path)) from None
+    rows = read_csv_rows(path, what="CSV log", max_rows=10 * limits.MAX_CSV_ROWS)
     if len(rows) < 2:
         return []
     header, body = rows[0], rows[1:]

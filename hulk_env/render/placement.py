@@ -20,6 +20,7 @@ from hulk_env.render.common import (
     link_width,
     pyplot,
 )
+from hulk_env.render.geo import draw_land
 from hulk_env.render.text import held_layers
 from hulk_env.traffic import link_traffic_bytes, wan_share
 
@@ -45,7 +46,7 @@ def machine_stages(instance: Instance, placement: np.ndarray) -> np.ndarray:
 def placement_figure(instance: Instance, placement: np.ndarray, title: str | None = None):
     """The placement as a picture: a world map and a pipeline view, side by side.
 
-    * Map (geographic clusters only): every city of the cluster, its machines on a small ring
+    * Map (geographic clusters only): land and coastlines (Natural Earth 1:110m), every city of the cluster, its machines on a small ring
       around it, coloured by pipeline stage (grey: idle); lines between cities carry the
       inter-city (WAN) bytes of one iteration, lines inside a ring the intra-city (LAN) bytes.
     * Pipeline view: the machines in use, one row per region, one column per pipeline stage;
@@ -144,7 +145,8 @@ def _draw_map(ax, instance: Instance, stages: np.ndarray, traffic: np.ndarray, c
     ax.set_xlim(lon_lo, lon_hi)
     ax.set_ylim(lat_lo, lat_hi)
     ax.set_aspect("equal", adjustable="box")
-    ax.set_facecolor("#eef4f8")
+    ax.set_facecolor("#eef4f8")  # the sea
+    draw_land(ax)
     ax.grid(color="white", lw=1.0)
     ax.set_xlabel("longitude (degrees)")
     ax.set_ylabel("latitude (degrees)")
@@ -236,7 +238,8 @@ def _overview_inset(
     inset.set_xlim(lo_lon, hi_lon)
     inset.set_ylim(lo_lat, hi_lat)
     inset.set_aspect("equal", adjustable="box")
-    inset.set_facecolor("#f7fafc")
+    inset.set_facecolor("#eef4f8")
+    draw_land(inset)
     inset.scatter(lon[~used], lat[~used], s=8, c="#a0a0a0", edgecolors="none")
     inset.scatter(lon[used], lat[used], s=12, c="black", edgecolors="none")
     inset.add_patch(Rectangle((box[0], box[2]), box[1] - box[0], box[3] - box[2], fill=False, ec="tab:red", lw=1))

@@ -3,7 +3,6 @@ the placement files it starts from (``hulk place --json`` output)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -256,24 +255,31 @@ class PlacementFile(NamedTuple):
 
 
 def read_placement_file(path: str | Path) -> PlacementFile:
-    """Read ``hulk place --json`` output, ``{"placement": [[...]]}`` or a bare ``[[...]]`` list."""
+    """Read ``hulk place --json`` output, ``{"placement": [[...]]}`` or a bare ``[[...]]`` list.
+
+    Read through :func:`hulk_env.validation.reading.read_data` (regular file, size, UTF-8,
+    depth, repeated keys); the replica x layer count is checked against ``MAX_SLOTS`` before
+    any row is looked at.
+    """
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_data
+
     src = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise HulkInputError("is not a UTF-8 text file", source=src) from None
-    except OSError as exc:
-        raise HulkInputError(f"cannot read the placement file: {exc.strerror or exc}", source=src) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise HulkInputError(f"not valid JSON ({exc.msg})", source=src, row=exc.lineno) from None
+    data = read_data(path, syntax="json", what="placement file")
     machines = None
     if isinstance(data, dict):
         if "placement" not in data:
             raise HulkInputError("no 'placement' key: give the output of `hulk place --json`", source=src)
         machines = data.get("machines")
         data = data["placement"]
+    if isinstance(data, list) and data and isinstance(data[0], list):
+        slots = len(data) * len(data[0])
+        if len(data) > limits.MAX_DATA_PARALLEL or slots > limits.MAX_SLOTS:
+            raise HulkInputError(
+                f"{len(data):,} replicas x {len(data[0]):,} layers, more than the limits "
+                f"({limits.cite('MAX_DATA_PARALLEL')}, {limits.cite('MAX_SLOTS')})",
+                source=src,
+            )
     if not (isinstance(data, list) and data and all(isinstance(r, list) and r for r in data)):
         raise HulkInputError("'placement' must be a non-empty list of replicas, each a list of machines per layer", source=src)
     if len({len(r) for r in data}) != 1:

@@ -22,6 +22,17 @@ lowers the time to finish (migration included). A machine that
 comes back holds no state. Events during a migration are applied once it ends. Decision time
 (the method's wall clock) is reported apart and not charged to the run, so replays are
 reproducible.
+
+Floating point (issue 38). Events at equal times are applied **in the order they were given**
+(a file's order; a random trace's order of generation: machine by machine, each machine's
+failure before its own repair before its next failure, then the regions): the sort is stable
+on time alone. No rule that ranks kinds (failures first) can be safe: when a repair and the
+next failure of one machine round to the same float time, ranking failures first applies the
+failure, then the repair, and the machine stays up for good (a 1e20/h rate did exactly that).
+A random trace is refused before any event is drawn when its rates are beyond what float time
+resolves (the mean time between one machine's failures under ``MIN_EVENT_GAP_ULPS`` float
+steps of the trace's end time) or when they would give more than ``MAX_TRACE_EVENTS`` events
+on average; every replay's totals are checked against its trace (:func:`check_totals`).
 """
 
 from __future__ import annotations
@@ -40,11 +51,12 @@ from hulk_env.replacement.failures import parse_failures, region_machines
 from hulk_env.replacement.methods import ReplaceMethod, run_method
 from hulk_env.replacement.migration import CheckpointStore
 from hulk_env.replacement.problem import ReplacementProblem
+from hulk_env.validation import limits
 
 HOUR_S = 3600.0
 DEFAULT_CHECKPOINT_EVERY = 500
 FAIL, RECOVER = "fail", "recover"
-MAX_EVENTS = 100_000
+MAX_EVENTS = limits.MAX_TRACE_EVENTS
 # A run this much slower than its start counts as degraded (asks again at a recovery).
 _DEGRADED = 1.0 + 1e-9
 _ROUND = 1e-9  # iterations that end within this fraction of an event count as done
@@ -72,7 +84,7 @@ class Trace:
     """Events in time order and the checkpoint interval.
 
     Attributes:
-        events: sorted by time (failures before recoveries at equal times).
+        events: sorted by time; equal times keep the order given (module docstring).
         checkpoint_every: iterations between checkpoints.
         name: a label for plots.
     """
@@ -84,7 +96,7 @@ class Trace:
     def __post_init__(self) -> None:
         if int(self.checkpoint_every) < 1:
             raise HulkInputError(f"must be >= 1, got {self.checkpoint_every}", field="checkpoint_every")
-        ordered = sorted(self.events, key=lambda e: (e.time_s, e.kind != FAIL))
+        ordered = sorted(self.events, key=lambda e: e.time_s)  # stable: equal times keep their order
         object.__setattr__(self, "events", tuple(ordered))
 
     @property
@@ -94,22 +106,20 @@ class Trace:
 
 # ---- files --------------------------------------------------------------------------------------
 def load_trace(path: str | Path, cluster: Cluster, seed: int = 0) -> Trace:
-    """A trace from a YAML/JSON file (format in the module docstring), checked against ``cluster``."""
-    import yaml
+    """A trace from a YAML/JSON file (format in the module docstring), checked against ``cluster``.
+
+    Read through :func:`hulk_env.validation.reading.read_data`: a regular file of at most
+    ``MAX_MAPPING_FILE_BYTES``, UTF-8, no alias bombs, deep nesting or repeated keys, and at most
+    ``MAX_TRACE_EVENTS`` events counted before they are built.
+    """
+    from hulk_env.validation import limits
+    from hulk_env.validation.reading import read_data
 
     src = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise HulkInputError("is not a UTF-8 text file", source=src) from None
-    except OSError as exc:
-        raise HulkInputError(f"cannot read the trace file: {exc.strerror or exc}", source=src) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        row = None if mark is None else mark.line + 1
-        raise HulkInputError(f"not valid YAML/JSON ({getattr(exc, 'problem', None) or exc})", source=src, row=row) from None
+    data = read_data(
+        path, syntax="yaml", what="trace file",
+        list_limits={"events": (limits.MAX_TRACE_EVENTS, "MAX_TRACE_EVENTS")},
+    )  # fmt: skip
     if not isinstance(data, dict) or "events" not in data:
         raise HulkInputError("a trace file is a mapping with an 'events' list (see `hulk simulate-failures --help`)", source=src)
     unknown = sorted(set(data) - {"events", "checkpoint_every", "name"})
@@ -184,6 +194,7 @@ def random_trace(
         if not (math.isfinite(rate) and rate >= 0):
             raise HulkInputError(f"rate of region '{region}' must be finite and >= 0, got {rate}", field="region_rates")
         rates[key] = float(rate)
+    check_rates(cluster, duration_s, rates, region_outage_per_hour, mean_repair_h, mean_outage_h)
     rng = np.random.default_rng(seed)
     events: list[TraceEvent] = []
     for i, mc in enumerate(cluster.machines):
@@ -193,7 +204,70 @@ def random_trace(
         events += _up_down(rng, region_outage_per_hour, mean_outage_h, duration_s, machines, f"region:{region}")
     if len(events) > MAX_EVENTS:
         raise HulkInputError(f"the rates give {len(events)} events; at most {MAX_EVENTS}: lower them")
-    return Trace(tuple(events), checkpoint_every, f"random (seed {seed})")
+    trace = Trace(tuple(events), checkpoint_every, f"random (seed {seed})")
+    check_alternating(trace)
+    return trace
+
+
+def check_alternating(trace: Trace) -> None:
+    """Each machine's (or region's) events alternate fail, recover, fail... in time order: no
+    repair is ever applied before its failure, so no machine comes back for good by rounding.
+
+    Raises:
+        HulkInputError: the first label whose events do not alternate.
+    """
+    last: dict[str, str] = {}
+    for e in trace.events:
+        if last.get(e.label, RECOVER) == e.kind:
+            raise HulkInputError(
+                f"'{e.label}' would {e.kind} twice in a row at {e.time_s!r} s: its events are closer than "
+                "float time resolves; lower the rate"
+            )
+        last[e.label] = e.kind
+
+
+def max_resolved_rate(duration_s: float) -> float:
+    """The highest failure rate per hour whose mean gap float time still resolves at ``duration_s``:
+    ``HOUR_S / (MIN_EVENT_GAP_ULPS x ulp(duration_s))``."""
+    return HOUR_S / (limits.MIN_EVENT_GAP_ULPS * float(np.spacing(max(float(duration_s), 1.0))))
+
+
+def expected_events(duration_s: float, rate_per_hour: float, mean_down_h: float) -> float:
+    """Mean events (failures and repairs) of one up/down process over ``duration_s``: one
+    cycle lasts ``1 / rate + mean_down_h`` hours on average (renewal theory)."""
+    if rate_per_hour <= 0:
+        return 0.0
+    return 2.0 * (duration_s / HOUR_S) / (1.0 / rate_per_hour + max(mean_down_h, 0.0))
+
+
+def check_rates(
+    cluster: Cluster, duration_s: float, rates: dict[str, float], region_outage_per_hour: float,
+    mean_repair_h: float, mean_outage_h: float,
+) -> None:
+    """Refuse rates that float time cannot resolve or that give too many events, before drawing any.
+
+    Raises:
+        HulkInputError: naming the bound (``MIN_EVENT_GAP_ULPS`` or ``MAX_TRACE_EVENTS``).
+    """
+    bound = max_resolved_rate(duration_s)
+    for label, rate in (("rate_per_hour", max(rates.values(), default=0.0)), ("region_outage_per_hour", region_outage_per_hour)):
+        if rate > bound:
+            raise HulkInputError(
+                f"{rate:g} failures an hour is beyond what float time resolves over a {duration_s:,.4g} s "
+                f"trace: at most {bound:.3g} an hour (the mean gap must span {limits.MIN_EVENT_GAP_ULPS:,} float "
+                f"steps, {limits.cite('MIN_EVENT_GAP_ULPS')}); lower it",
+                field=label,
+            )
+    counts = np.bincount(cluster.region_index, minlength=len(cluster.regions))
+    mean = sum(expected_events(duration_s, rates[r], mean_repair_h) * int(n) for r, n in zip(cluster.regions, counts, strict=True))
+    mean += len(cluster.regions) * expected_events(duration_s, region_outage_per_hour, mean_outage_h)
+    if mean > limits.MAX_TRACE_EVENTS:
+        raise HulkInputError(
+            f"the rates give about {mean:,.3g} events over the {duration_s / HOUR_S:,.4g} h the trace spans, more "
+            f"than {limits.MAX_TRACE_EVENTS:,} ({limits.cite('MAX_TRACE_EVENTS')}); lower the rates or the "
+            "iterations (refused before drawing any event)",
+            field="rate_per_hour",
+        )
 
 
 def _up_down(
@@ -346,8 +420,11 @@ def replay(
         store: where checkpoints live.
         method_fn: the method itself, for methods not in the registry (the agent).
     """
-    if iterations < 1:
-        raise HulkInputError(f"must be >= 1, got {iterations}", field="iterations")
+    if not 1 <= iterations <= limits.MAX_TRAIN_ITERATIONS:
+        raise HulkInputError(
+            f"must be between 1 and {limits.MAX_TRAIN_ITERATIONS:,} ({limits.cite('MAX_TRAIN_ITERATIONS')}), got {iterations}",
+            field="iterations",
+        )
     c, w = instance.cluster, instance.workload
     start = cost.validate_placement(start, c, w)[0]
     t0 = float(cost.evaluate(c, w, start).iteration_time_s)
@@ -382,7 +459,44 @@ def replay(
     out.wall_s = run.time_s
     accounted = out.failure_free_s + out.migration_s + out.rollback_s + out.interrupted_s + out.stalled_s
     out.slowdown_s = out.wall_s - accounted if out.finished else 0.0
+    check_totals(out, trace)
     return out
+
+
+def check_totals(result: TraceResult, trace: Trace) -> None:
+    """A replay's totals must agree with its trace (issue 38: float time once made a machine
+    immortal and the totals came out wrong with exit 0).
+
+    * every event before the end was applied, once, in the trace's order, and none after it
+      (an event at the very time the run finishes comes too late);
+    * the time components are finite and >= 0, progress never goes back in time, and a
+      finished run did all its iterations;
+
+    Raises:
+        HulkInputError: which total disagrees (the trace's times are closer than float time
+            resolves, or the trace is inconsistent).
+    """
+    def bad(what: str) -> HulkInputError:
+        return HulkInputError(
+            f"the replay's totals disagree with trace '{trace.name}': {what}; the event times are "
+            "probably closer than float time resolves (lower the rate, or space the events)"
+        )
+
+    applied = [e for e in trace.events if not result.finished or e.time_s < result.wall_s]
+    seen = [(t.time_s, t.kind, t.label) for t in result.timeline]
+    if seen != [(e.time_s, e.kind, e.label) for e in applied]:
+        raise bad(f"{len(seen)} events applied, the trace has {len(applied)} before the end")
+    for name in ("wall_s", "failure_free_s", "migration_s", "rollback_s", "interrupted_s", "stalled_s"):
+        value = getattr(result, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise bad(f"{name} = {value}")
+    if not math.isfinite(result.slowdown_s):
+        raise bad(f"slowdown_s = {result.slowdown_s}")
+    times = [t for t, _ in result.progress]
+    if any(b < a for a, b in zip(times, times[1:], strict=False)):
+        raise bad("progress goes back in time")
+    if result.finished != (result.iterations_done >= result.iterations):
+        raise bad(f"{result.iterations_done} of {result.iterations} iterations done but finished={result.finished}")
 
 
 def _advance(run: _Run, out: TraceResult, until_s: float, iterations: int) -> bool:

@@ -47,6 +47,28 @@ MAX_SCALAR_CHARS = 10_000
 # Names are printed in tables, plots and error lines.
 MAX_NAME_CHARS = 200
 
+# ---- issue 38: the newer readers (placements, traces, HF configs, results) ----------------------
+
+# A Hugging Face config.json is a few KB (the largest in the hub are ~50 KB with id2label maps).
+MAX_HF_CONFIG_BYTES = 1 * MIB
+# A results.csv holds one row per (instance, method): 1,000 instances x 100 methods, 8 MiB
+# at ~80 bytes a row. A resume reads it whole.
+MAX_CSV_ROWS = 100_000
+# Cells per results row: 12 today; a few hundred is any sane table.
+MAX_CSV_COLUMNS = 256
+# Events of a failure trace (file or random): each may trigger a re-placement decision.
+MAX_TRACE_EVENTS = 100_000
+# Iterations of a simulated run: 10^10 is decades of training at 0.1 s an iteration, and
+# keeps every iteration count exact in float64 and far from the float time resolution.
+MAX_TRAIN_ITERATIONS = 10**10
+# Float time must resolve a random trace's events: the mean time between one machine's
+# failures must span at least this many float64 steps (ulps) of the trace's end time, or
+# events and repairs would round onto the same instant (a 1e20/h rate did, issue 38).
+MIN_EVENT_GAP_ULPS = 2**20
+# A child process importing a PyTorch module gets this long by default (`--time-limit`).
+DEFAULT_IMPORT_TIME_LIMIT_S = 60.0
+MAX_IMPORT_TIME_LIMIT_S = 86_400.0
+
 # ---- instances ---------------------------------------------------------------------------------
 
 # A cluster holds M x M latency, bandwidth, pair-bandwidth (float64) and imputed (bool)
@@ -141,6 +163,13 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_YAML_NODES", MAX_YAML_NODES, "values"),
     Limit("MAX_SCALAR_CHARS", MAX_SCALAR_CHARS, "characters"),
     Limit("MAX_NAME_CHARS", MAX_NAME_CHARS, "characters"),
+    Limit("MAX_HF_CONFIG_BYTES", MAX_HF_CONFIG_BYTES, "bytes"),
+    Limit("MAX_CSV_ROWS", MAX_CSV_ROWS, "rows"),
+    Limit("MAX_CSV_COLUMNS", MAX_CSV_COLUMNS, "cells"),
+    Limit("MAX_TRACE_EVENTS", MAX_TRACE_EVENTS, "events"),
+    Limit("MAX_TRAIN_ITERATIONS", MAX_TRAIN_ITERATIONS, "iterations"),
+    Limit("MIN_EVENT_GAP_ULPS", MIN_EVENT_GAP_ULPS, "float64 steps"),
+    Limit("MAX_IMPORT_TIME_LIMIT_S", MAX_IMPORT_TIME_LIMIT_S, "s"),
     Limit("MAX_MACHINES", MAX_MACHINES, "machines"),
     Limit("MAX_LINK_PAIRS", MAX_LINK_PAIRS, "machine pairs"),
     Limit("MAX_LAYERS", MAX_LAYERS, "layers"),

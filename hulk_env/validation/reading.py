@@ -13,7 +13,14 @@ file and, where known, the row):
   stream is scanned, before anything is built; a "billion laughs" file is refused and no
   message ever prints the expanded value (:func:`safe_repr` bounds every value shown);
 * hide a value: a key given twice in one mapping is an error, not a silent overwrite;
-* collide: machine names are unique ignoring case (:func:`check_unique_names`).
+* collide: machine and layer names are unique ignoring case (:func:`check_unique_names`);
+* be long: top-level lists named by the loader (a workload's ``layers``, a trace's ``events``)
+  are counted while the YAML event stream is scanned, before any object is built.
+
+Every file the program reads comes through here (``tests/test_readers_audit.py`` walks the
+code to prove it): cluster, workload, config and policy files, placements (``hulk replace
+--placement``), failure traces (``--trace``), Hugging Face ``config.json`` and the
+``results.csv``/``evaluate.json`` a ``hulk evaluate --resume`` picks up.
 
 Limits are in :mod:`hulk_env.validation.limits`.
 """
@@ -21,11 +28,13 @@ Limits are in :mod:`hulk_env.validation.limits`.
 from __future__ import annotations
 
 import codecs
+import csv
+import io
 import json
 import re
 import reprlib
 import stat
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,8 +139,12 @@ def read_text(path: str | Path, max_bytes: int = limits.MAX_TEXT_FILE_BYTES, *, 
 # ---- YAML --------------------------------------------------------------------------------------
 
 
-def scan_yaml(text: str, source: str) -> int:
+def scan_yaml(text: str, source: str, list_limits: Mapping[str, tuple[int, str]] | None = None) -> int:
     """Check a YAML text's nesting depth and alias expansion without building it.
+
+    ``list_limits`` maps a top-level key to ``(most items, limit name)``: the items of its list
+    are counted as the events stream by, so a 20,000-layer file is refused at item 1,025,
+    before the rest is read into objects.
 
     Streams the parser's events (the parser keeps a state stack, never recursing) and counts
     every value at its expanded size: an alias adds the size of the node it names, so an
@@ -147,10 +160,12 @@ def scan_yaml(text: str, source: str) -> int:
     """
     sizes: dict[str, int] = {}  # anchor -> expanded size of its node
     stack: list[list] = []  # open collections: [anchor, expanded size so far]
+    counted = _ListCounter(list_limits or {}, source)
     open_anchors: set[str] = set()
     total = 0
     try:
         for event in yaml.parse(text, Loader=_SAFE_YAML):
+            counted.see(event, len(stack))
             if isinstance(event, yaml.CollectionStartEvent):
                 if len(stack) >= limits.MAX_NESTING_DEPTH:
                     raise HulkInputError(
@@ -207,6 +222,47 @@ def scan_yaml(text: str, source: str) -> int:
     return total
 
 
+class _ListCounter:
+    """Counts the items of chosen top-level lists on the YAML event stream (see :func:`scan_yaml`).
+
+    Depth 1 is the top-level mapping: its direct children alternate key, value; a sequence
+    that is the value of a limited key has its direct children (depth 2) counted.
+    """
+
+    def __init__(self, list_limits: Mapping[str, tuple[int, str]], source: str) -> None:
+        self.limits, self.source = list_limits, source
+        self.top_children = 0  # direct children of the top-level mapping seen so far
+        self.key: str | None = None  # the top-level key whose value comes next
+        self.active: tuple[str, int, str] | None = None  # (key, limit, limit name) being counted
+        self.items = 0
+
+    def see(self, event: Any, depth: int) -> None:
+        if not self.limits or isinstance(event, yaml.CollectionEndEvent):
+            if isinstance(event, yaml.CollectionEndEvent) and depth == 2:
+                self.active = None  # the counted list (or another value) has ended
+            return
+        if not isinstance(event, yaml.ScalarEvent | yaml.AliasEvent | yaml.CollectionStartEvent):
+            return
+        if depth == 1:  # a key or a value of the top-level mapping
+            if self.top_children % 2 == 0:
+                self.key = event.value if isinstance(event, yaml.ScalarEvent) else None
+            elif isinstance(event, yaml.SequenceStartEvent) and self.key in self.limits:
+                limit, name = self.limits[self.key]
+                self.active, self.items = (self.key, limit, name), 0
+            self.top_children += 1
+        elif depth == 2 and self.active is not None:
+            self.items += 1
+            key, limit, name = self.active
+            if self.items > limit:
+                raise HulkInputError(
+                    f"more than {limit:,} items in '{key}' ({limits.cite(name)}); refused before "
+                    "reading the rest",
+                    source=self.source,
+                    row=event.start_mark.line + 1,
+                    field=key,
+                )
+
+
 def _yaml_error(err: yaml.YAMLError, source: str) -> HulkInputError:
     mark = getattr(err, "problem_mark", None)
     problem = getattr(err, "problem", None) or str(err).splitlines()[0]
@@ -246,15 +302,22 @@ def _yaml_loader(source: str, line_key: str | None) -> type:
     return Loader
 
 
-def load_yaml(text: str, source: str, *, line_key: str | None = None) -> Any:
+def load_yaml(
+    text: str,
+    source: str,
+    *,
+    line_key: str | None = None,
+    list_limits: Mapping[str, tuple[int, str]] | None = None,
+) -> Any:
     """Parse one YAML document after :func:`scan_yaml` has checked it.
 
     Args:
         text: the document.
         source: the file, for messages.
         line_key: if given, every mapping carries its 1-based line under this key.
+        list_limits: top-level key -> (most items, limit name), checked while scanning.
     """
-    scan_yaml(text, source)
+    scan_yaml(text, source, list_limits)
     loader = _yaml_loader(source, line_key)(text)
     try:
         return loader.get_single_data()
@@ -330,6 +393,7 @@ def read_mapping(
     line_key: str | None = None,
     max_bytes: int = limits.MAX_MAPPING_FILE_BYTES,
     what: str = "file",
+    list_limits: Mapping[str, tuple[int, str]] | None = None,
 ) -> dict:
     """A YAML (``.yaml``/``.yml``) or JSON (``.json``) file holding one mapping, read safely.
 
@@ -339,6 +403,8 @@ def read_mapping(
             reread as YAML for the lines where YAML agrees with it).
         max_bytes: the file size limit.
         what: what the file is, for messages (``"cluster file"``).
+        list_limits: top-level key -> (most items, limit name): a longer list is refused
+            before it is built (YAML: while scanning; JSON: right after the C parser).
 
     Raises:
         HulkInputError: unknown suffix, an unreadable, oversized or non-UTF-8 file, a syntax
@@ -356,16 +422,118 @@ def read_mapping(
     text = decode_text(read_bytes(file, max_bytes, what=what), src)
     if suffix == ".json":
         data = load_json(text, src)
+        if isinstance(data, dict):
+            check_list_limits(data, src, list_limits)
         if line_key is not None:
             try:
-                data = load_yaml(text, src, line_key=line_key)
+                data = load_yaml(text, src, line_key=line_key, list_limits=list_limits)
             except HulkInputError:  # YAML 1.1 disagrees with this JSON: keep it, without lines
                 pass
     else:
-        data = load_yaml(text, src, line_key=line_key)
+        data = load_yaml(text, src, line_key=line_key, list_limits=list_limits)
     if not isinstance(data, dict):
         raise HulkInputError("the file must hold one mapping (key: value pairs)", source=src)
     return data
+
+
+def check_list_limits(data: dict, source: str, list_limits: Mapping[str, tuple[int, str]] | None) -> None:
+    """The top-level lists named in ``list_limits`` hold at most their limit of items."""
+    for key, (limit, name) in (list_limits or {}).items():
+        value = data.get(key)
+        if isinstance(value, list) and len(value) > limit:
+            raise HulkInputError(
+                f"{len(value):,} items in '{key}', more than {limit:,} ({limits.cite(name)})",
+                source=source,
+                field=key,
+            )
+
+
+def read_data(
+    path: str | Path,
+    *,
+    syntax: str,
+    what: str,
+    max_bytes: int = limits.MAX_MAPPING_FILE_BYTES,
+    list_limits: Mapping[str, tuple[int, str]] | None = None,
+) -> Any:
+    """A JSON (``syntax="json"``) or YAML (``"yaml"``, which also reads JSON) file of any shape
+    (a mapping or a bare list), read with every check of :func:`read_mapping` but the suffix.
+
+    Raises:
+        HulkInputError: as :func:`read_mapping`.
+    """
+    src = str(path)
+    text = decode_text(read_bytes(path, max_bytes, what=what), src)
+    if syntax == "json":
+        data = load_json(text, src)
+        if isinstance(data, dict):
+            check_list_limits(data, src, list_limits)
+        return data
+    if syntax != "yaml":
+        raise ValueError(f"syntax is json or yaml, not {syntax!r}")
+    return load_yaml(text, src, list_limits=list_limits)
+
+
+# ---- CSV -------------------------------------------------------------------------------------------
+
+
+def read_csv_rows(
+    path: str | Path,
+    *,
+    what: str,
+    max_bytes: int = limits.MAX_TEXT_FILE_BYTES,
+    max_rows: int = limits.MAX_CSV_ROWS,
+    max_columns: int = limits.MAX_CSV_COLUMNS,
+) -> list[list[str]]:
+    """The rows (header first) of a UTF-8 CSV file, read with the checks of :func:`read_bytes`
+    and :func:`decode_text`; every row at most ``max_columns`` cells of ``MAX_SCALAR_CHARS``.
+
+    Raises:
+        HulkInputError: as :func:`read_text`, a CSV syntax error (naming the row), too many
+            rows or cells, or an over-long cell.
+    """
+    src = str(path)
+    text = decode_text(read_bytes(path, max_bytes, what=what), src)
+    return parse_csv_text(text, src, max_rows=max_rows, max_columns=max_columns)
+
+
+def parse_csv_text(
+    text: str,
+    source: str,
+    *,
+    max_rows: int = limits.MAX_CSV_ROWS,
+    max_columns: int = limits.MAX_CSV_COLUMNS,
+) -> list[list[str]]:
+    """The rows of CSV ``text`` already read by :func:`read_bytes`/:func:`decode_text` (the
+    checks of :func:`read_csv_rows`)."""
+    src = source
+    rows: list[list[str]] = []
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        for row in reader:
+            n = reader.line_num
+            if len(rows) >= max_rows:
+                raise HulkInputError(
+                    f"more than {max_rows:,} rows ({limits.cite('MAX_CSV_ROWS')})", source=src, row=n
+                )
+            if len(row) > max_columns:
+                raise HulkInputError(
+                    f"{len(row):,} cells in one row, more than {max_columns} "
+                    f"({limits.cite('MAX_CSV_COLUMNS')})",
+                    source=src,
+                    row=n,
+                )
+            if any(len(cell) > limits.MAX_SCALAR_CHARS for cell in row):
+                raise HulkInputError(
+                    f"a cell of more than {limits.MAX_SCALAR_CHARS:,} characters "
+                    f"({limits.cite('MAX_SCALAR_CHARS')})",
+                    source=src,
+                    row=n,
+                )
+            rows.append(row)
+    except csv.Error as err:
+        raise HulkInputError(f"not valid CSV: {_short(err, 120)}", source=src, row=reader.line_num) from None
+    return rows
 
 
 # ---- checks on parsed data -------------------------------------------------------------------------
@@ -476,12 +644,16 @@ __all__ = [
     "MAPPING_SUFFIXES",
     "check_depth",
     "check_json_depth",
+    "check_list_limits",
     "check_name",
     "check_unique_names",
     "decode_text",
     "load_json",
     "load_yaml",
+    "parse_csv_text",
     "read_bytes",
+    "read_csv_rows",
+    "read_data",
     "read_mapping",
     "read_text",
     "safe_repr",

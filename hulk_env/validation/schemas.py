@@ -306,6 +306,10 @@ _SETTING_BOUNDS: dict[str, tuple[float, float, str | None]] = {
     "num_micro_batches": (1, limits.MAX_MICRO_BATCHES, "MAX_MICRO_BATCHES"),
     "data_parallel": (1, limits.MAX_DATA_PARALLEL, "MAX_DATA_PARALLEL"),
     "max_positions": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
+    # mixture of experts (issue 36): 0 = a dense model / no shared experts / no dense blocks
+    "num_experts": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
+    "shared_experts": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
+    "first_dense_layers": (0, limits.MAX_TRANSFORMER_BLOCKS, "MAX_TRANSFORMER_BLOCKS"),
 }
 _DEFAULT_BOUNDS = {
     "int": (1, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),

@@ -8,6 +8,7 @@ coarsened graph stays under ~50 layers; ``get_model(name, layers_per_block=1)`` 
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 from typing import Unpack
 
 from hulk_env.errors import HulkInputError
@@ -84,6 +85,36 @@ def _falcon(name: str, layers: int, hidden: int, heads: int, k: int) -> Transfor
     )
 
 
+def _moe(
+    name: str,
+    layers: int,
+    hidden: int,
+    heads: int,
+    ffn: int,
+    k: int,
+    *,
+    experts: int,
+    top_k: int,
+    kv_heads: int | None = None,
+    vocab: int = 32000,
+    seq_len: int = 4096,
+    expert_ffn: int | None = None,
+    shared: int = 0,
+    shared_ffn: int | None = None,
+    first_dense: int = 0,
+) -> TransformerConfig:
+    """A LLaMA-style decoder (:func:`_llama`) whose FFNs are mixtures of SwiGLU experts."""
+    return replace(
+        _llama(name, layers, hidden, heads, ffn, k, kv_heads=kv_heads, vocab=vocab, seq_len=seq_len),
+        num_experts=experts,
+        top_k=top_k,
+        expert_ffn=expert_ffn,
+        shared_experts=shared,
+        shared_expert_ffn=shared_ffn,
+        first_dense_layers=first_dense,
+    )
+
+
 _MODELS: tuple[TransformerConfig, ...] = (
     # Table 2.1 lists 24 heads of 128 for the 1.3B model and d_model 5140 for the 13B one, which
     # do not multiply out; we use 16 x 128 = 2048 and 40 x 128 = 5120 (as Megatron-LM does).
@@ -131,6 +162,21 @@ _MODELS: tuple[TransformerConfig, ...] = (
     # Qwen2 (Yang et al. 2024, "Qwen2 Technical Report", Table 1): 72B with 8 KV heads, 4k
     # pretraining sequences; vocab 152064 as its checkpoint pads it (Q/K/V biases, 0.001%, left out).
     _llama("qwen2-72b", 80, 8192, 64, 29568, k=2, kv_heads=8, vocab=152064, seq_len=4096),
+    # Mixtral (Jiang et al. 2024, "Mixtral of Experts", arXiv 2401.04088, Table 1): Mistral 7B's
+    # block with 8 SwiGLU experts of 14336, top-2; 8x22B (Mistral AI, mistralai/Mixtral-8x22B-v0.1
+    # config): 56 x 6144, 48 heads, 8 KV heads, experts of 16384, vocab 32768.
+    _moe("mixtral-8x7b", 32, 4096, 32, 14336, k=1, experts=8, top_k=2, kv_heads=8),
+    _moe("mixtral-8x22b", 56, 6144, 48, 16384, k=2, experts=8, top_k=2, kv_heads=8, vocab=32768),
+    # DeepSeekMoE 16B (Dai et al. 2024, arXiv 2401.06066, Sec. 5 and deepseek-ai/deepseek-moe-16b-base
+    # config): 28 x 2048, 16 heads, first block dense (FFN 10944), then 64 routed experts of 1408
+    # (top-6) and 2 shared ones, vocab 102400.
+    _moe("deepseek-moe-16b", 28, 2048, 16, 10944, k=1, experts=64, top_k=6, vocab=102400,
+         expert_ffn=1408, shared=2, first_dense=1),  # fmt: skip
+    # Qwen1.5-MoE-A2.7B (Qwen team 2024, Qwen/Qwen1.5-MoE-A2.7B config): 24 x 2048, 16 heads, 60
+    # experts of 1408 (top-4) and one shared expert of 5632, vocab 151936 (Q/K/V biases and the
+    # shared expert's 2048-parameter gate, 0.01%, left out).
+    _moe("qwen1.5-moe-a2.7b", 24, 2048, 16, 5632, k=1, experts=60, top_k=4, vocab=151936,
+         expert_ffn=1408, shared=1, shared_ffn=5632),  # fmt: skip
     _falcon("falcon-40b", 60, 8192, 128, k=2),
     _falcon("falcon-180b", 80, 14848, 232, k=2),
     # MPT-30B (MosaicML 2023): 48 x 7168, 64 heads, 4h FFN, ALiBi, no biases (norms without
@@ -216,6 +262,23 @@ PUBLISHED_PARAMS: dict[str, float] = {
     "falcon-180b": 180.0e9,
     # MosaicML, "MPT-30B" (2023): 30B.
     "mpt-30b": 30.0e9,
+    # Mixtral: the mistralai/Mixtral-8x7B-v0.1 checkpoint holds 46,702,792,704 (46.7B, 12.9B
+    # active: Mistral AI, "Mixtral of experts", 2023); Mixtral-8x22B: 141B, 39B active (Mistral
+    # AI, "Cheaper, Better, Faster, Stronger", 2024).
+    "mixtral-8x7b": 46_702_792_704.0,
+    "mixtral-8x22b": 141.0e9,
+    # DeepSeekMoE 16B: 16.4B total, 2.8B activated (Dai et al. 2024, Table 4; model card).
+    "deepseek-moe-16b": 16.4e9,
+    # Qwen1.5-MoE-A2.7B model card: 14.3B in total, 2.7B activated.
+    "qwen1.5-moe-a2.7b": 14.3e9,
+}
+
+# Published active (activated) parameters of the mixture-of-experts models, same sources.
+PUBLISHED_ACTIVE_PARAMS: dict[str, float] = {
+    "mixtral-8x7b": 12.9e9,
+    "mixtral-8x22b": 39.0e9,
+    "deepseek-moe-16b": 2.8e9,
+    "qwen1.5-moe-a2.7b": 2.7e9,
 }
 
 

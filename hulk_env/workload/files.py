@@ -43,6 +43,7 @@ import numpy as np
 from hulk_env.errors import HulkInputError
 from hulk_env.inputs import check_keys, parse_number, relocate
 from hulk_env.units import MB, TFLOPS
+from hulk_env.validation import limits
 from hulk_env.validation.reading import MAPPING_SUFFIXES, read_mapping
 from hulk_env.workload.model import (
     TRAINING_KEYS,
@@ -78,7 +79,8 @@ def load_workload_file(path: str | Path, **overrides: Unpack[WorkloadOverrides])
     path = Path(path)
     src = str(path)
     given = training_overrides(**overrides)
-    data = read_mapping(path, what="workload file")
+    # Layers counted while the YAML streams by: a 20,000-layer file is refused at layer 1,025.
+    data = read_mapping(path, what="workload file", list_limits={"layers": (limits.MAX_LAYERS, "MAX_LAYERS")})
     _check_schema(data, src)
     check_keys(data, _TOP_KEYS, src)
     if ("transformer" in data) == ("layers" in data):
@@ -164,6 +166,7 @@ def _layers_from_file(
     if not isinstance(layers, list) or not layers:
         raise HulkInputError("must be a non-empty list of layers", source=src, field="layers")
     names: list[str] = []
+    seen: dict[str, int] = {}  # casefolded name -> index: 'A' and 'a' are one name, as machines
     table = {label: [] for label in _LAYER_NUMBERS}
     for i, item in enumerate(layers):
         row = f"layers[{i}]"
@@ -171,13 +174,17 @@ def _layers_from_file(
         if "name" not in item:
             raise HulkInputError("missing required key", source=src, row=row, field="name")
         layer_name = str(item["name"])
-        if layer_name in names:
+        key = layer_name.casefold()
+        if key in seen:
+            other = names[seen[key]]
+            same = "" if other == layer_name else f" (as '{other}'; names are unique ignoring case)"
             raise HulkInputError(
-                f"duplicate layer name '{layer_name}' (also layers[{names.index(layer_name)}])",
+                f"duplicate layer name '{layer_name}' (also layers[{seen[key]}]){same}",
                 source=src,
                 row=row,
                 field="name",
             )
+        seen[key] = len(names)
         names.append(layer_name)
         for label, alternatives in _LAYER_NUMBERS.items():
             present = [(key, scale) for key, scale in alternatives if key in item]

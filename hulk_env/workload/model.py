@@ -19,6 +19,7 @@ from typing import Any, TypedDict, Unpack
 import numpy as np
 
 from hulk_env.errors import HulkInputError
+from hulk_env.moe import MoELayers, check_moe_layers, coarsen_moe_layers, moe_summary
 from hulk_env.validation.sizes import check_workload_limits
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -96,6 +97,8 @@ class Workload:
         grad_bytes_per_param: bytes per parameter exchanged by the data-parallel all-reduce
             (2 = fp16 gradients).
         schedule: ``"gpipe"`` or ``"1f1b"``.
+        moe: mixture-of-experts data per layer (:class:`hulk_env.moe.MoELayers`, or a dict of
+            its fields); ``None`` for a dense model.
     """
 
     name: str
@@ -114,6 +117,7 @@ class Workload:
     recompute_flops: np.ndarray | None = None
     recompute: str = "none"
     config: Any = field(default=None, repr=False)
+    moe: MoELayers | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         names = tuple(self.layer_names)
@@ -122,9 +126,10 @@ class Workload:
         src = f"model '{self.name}'"
         if n < 1:
             raise HulkInputError("a model needs at least one layer", source=src)
-        if len(set(names)) != n:
-            dup = sorted({x for x in names if names.count(x) > 1})
-            raise HulkInputError(f"duplicate layer names {dup}", source=src)
+        if len({x.casefold() for x in names}) != n:  # unique ignoring case, as machine names
+            folded = [x.casefold() for x in names]
+            dup = sorted({x for x, f in zip(names, folded, strict=True) if folded.count(f) > 1})
+            raise HulkInputError(f"duplicate layer names {dup} (names are unique ignoring case)", source=src)
         if self.recompute_flops is None:
             object.__setattr__(self, "recompute_flops", np.zeros(n))
         for label in ("flops", "params", "activation_bytes", "stash_bytes", "recompute_flops"):
@@ -143,6 +148,9 @@ class Workload:
                 )
             arr.setflags(write=False)
             object.__setattr__(self, label, arr)
+        object.__setattr__(self, "moe", check_moe_layers(self.moe, n, src))
+        if self.moe is not None and np.any(self.moe.expert_params > self.params):
+            raise HulkInputError("expert_params exceed params on some layer", source=src, field="expert_params")
         edges = np.array(self.edges, dtype=np.int64, copy=True).reshape(-1, 2)
         if edges.size and (edges.min() < 0 or edges.max() >= n):
             raise HulkInputError(f"edge refers to a layer outside 0..{n - 1}", source=src, field="edges")
@@ -263,6 +271,7 @@ class Workload:
             stash_bytes=np.bincount(block, self.stash_bytes, nb),
             edges=bedges,
             recompute_flops=np.bincount(block, self.recompute_flops, nb),
+            moe=coarsen_moe_layers(self.moe, block, nb),
         )
 
     def summary(self) -> dict:
@@ -283,6 +292,7 @@ class Workload:
             "num_micro_batches": self.num_micro_batches,
             "data_parallel": self.data_parallel,
             "schedule": self.schedule,
+            **moe_summary(self),
         }
 
 

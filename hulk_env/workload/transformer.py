@@ -65,6 +65,26 @@ transformer block (the embedding and the head are never recomputed):
 
 A layer's backward costs ``2 x flops + recompute_flops`` (:class:`Workload.recompute_flops`).
 
+Mixture-of-experts FFN (``num_experts = E > 0``; Switch Transformer, Fedus et al. 2021, arXiv
+2101.03961; GShard, Lepikhin et al. 2020; Mixtral, Jiang et al. 2024, arXiv 2401.04088;
+DeepSeekMoE, Dai et al. 2024, arXiv 2401.06066, with shared experts): every block after the
+first ``first_dense_layers`` replaces its FFN by a router ``h E`` (no bias), ``E`` routed
+experts of width ``f_e`` (``expert_ffn``, default ``f``) and ``n_sh`` shared experts of width
+``f_sh`` (default ``f_e``), each an FFN as above. With ``c`` the capacity factor and ``k =
+top_k``, per micro-batch:
+
+* params: ``h E + E x FFN(f_e) + n_sh x FFN(f_sh)``; the routed experts' share is the layer's
+  ``expert_params``, of which a token uses ``k / E`` (active parameters)
+* FLOPs (only the experts a token is routed to, padded to the capacity as GShard computes on
+  ``[E, C, h]`` buffers): ``2 b s h E + c k x FLOPs(f_e) + n_sh x FLOPs(f_sh)``
+* stash: the FFN input ``(p + 1) b s h``, the router probabilities ``p b s E``, per routed copy
+  its input and inner activations ``c k (p b s h + mats p b s f_e)``, the shared experts' inner
+  activations ``n_sh mats p b s f_sh``
+* all-to-all: ``a2a_bytes = c k b s h p`` dispatched per replica (:mod:`hulk_env.moe` turns it
+  into link traffic over the expert-parallel group)
+
+Full recomputation reruns the block's forward, not its all-to-all (not counted).
+
 """
 
 from __future__ import annotations
@@ -114,6 +134,15 @@ class TransformerConfig:
         layers_per_block: coarsen the built graph into blocks of this many layers.
         recompute: activation recomputation, ``"none"``, ``"selective"`` or ``"full"`` (the
             module docstring gives its stash and extra FLOPs).
+        num_experts: routed experts ``E`` per MoE block (0: a dense model).
+        top_k: experts each token is routed to.
+        expert_ffn: a routed expert's FFN width ``f_e`` (default ``ffn``).
+        shared_experts: experts every token uses (DeepSeekMoE, Qwen-MoE), ``n_sh``.
+        shared_expert_ffn: a shared expert's width ``f_sh`` (default ``expert_ffn``).
+        capacity_factor: expert capacity over the even share of tokens, ``c`` (1 = dropless at
+            balanced routing; pads the expert buffers and the all-to-all).
+        first_dense_layers: leading blocks that keep a dense FFN of width ``ffn`` (DeepSeekMoE's
+            first block).
     """
 
     name: str
@@ -142,9 +171,17 @@ class TransformerConfig:
     grad_bytes_per_param: float = 2.0
     layers_per_block: int = 1
     recompute: str = "none"
+    num_experts: int = 0
+    top_k: int = 2
+    expert_ffn: int | None = None
+    shared_experts: int = 0
+    shared_expert_ffn: int | None = None
+    capacity_factor: float = 1.0
+    first_dense_layers: int = 0
 
     def __post_init__(self) -> None:
         src = f"model config '{self.name}'"
+        _check_moe(self, src)
         for label in ("num_layers", "hidden", "heads", "vocab", "seq_len", "layers_per_block"):
             _check_int(getattr(self, label), 1, src, label)
         for label in ("num_decoder_layers", "max_positions"):
@@ -226,6 +263,26 @@ class TransformerConfig:
         return self.decoder_seq_len if self.decoder_seq_len is not None else self.seq_len
 
 
+def _check_moe(cfg: TransformerConfig, src: str) -> None:
+    for label in ("num_experts", "shared_experts", "first_dense_layers"):
+        _check_int(getattr(cfg, label), 0, src, label)
+    _check_int(cfg.top_k, 1, src, "top_k")
+    for label in ("expert_ffn", "shared_expert_ffn"):
+        if getattr(cfg, label) is not None:
+            _check_int(getattr(cfg, label), 1, src, label)
+    if cfg.num_experts and cfg.top_k > cfg.num_experts:
+        raise HulkInputError(
+            f"top_k {cfg.top_k} exceeds num_experts {cfg.num_experts}", source=src, field="top_k"
+        )
+    factor = float(cfg.capacity_factor)
+    if not np.isfinite(factor) or factor <= 0 or (cfg.num_experts and factor > cfg.num_experts):
+        raise HulkInputError(
+            f"capacity_factor must be positive and at most num_experts, got {cfg.capacity_factor!r}",
+            source=src,
+            field="capacity_factor",
+        )
+
+
 def _check_int(value: Any, minimum: int, src: str, label: str) -> None:
     if isinstance(value, bool) or int(value) != value or value < minimum:
         raise HulkInputError(f"must be an integer >= {minimum}, got {value!r}", source=src, field=label)
@@ -277,25 +334,64 @@ def _ffn(cfg: TransformerConfig, b: int, s: int) -> LayerCost:
     return LayerCost(params, 2 * b * s * mats * h * f, stash)
 
 
-def transformer_block(cfg: TransformerConfig, kind: str = "self") -> LayerCost:
+class MoEFFN(NamedTuple):
+    """A mixture-of-experts FFN: its cost, the routed experts' parameters and the bytes one
+    replica's micro-batch dispatches (module docstring)."""
+
+    cost: LayerCost
+    expert_params: float
+    a2a_bytes: float
+
+
+def _moe_ffn(cfg: TransformerConfig, b: int, s: int) -> MoEFFN:
+    """Router, routed experts (``top_k`` of them per token, padded to the capacity) and shared
+    experts, as in the module docstring."""
+    h, p, e, k, c = cfg.hidden, cfg.bytes_per_activation, cfg.num_experts, cfg.top_k, float(cfg.capacity_factor)
+    mats = 3 if cfg.gated_ffn else 2
+    f_e = cfg.expert_ffn if cfg.expert_ffn is not None else cfg.ffn_dim
+    f_sh = cfg.shared_expert_ffn if cfg.shared_expert_ffn is not None else f_e
+
+    def expert(f: int) -> tuple[float, float]:  # params and FLOPs of one expert on all tokens
+        return mats * h * f + (((mats - 1) * f + h) if cfg.biases else 0), 2.0 * b * s * mats * h * f
+
+    routed_params, routed_flops = expert(f_e)
+    shared_params, shared_flops = expert(f_sh)
+    n_sh = cfg.shared_experts
+    params = h * e + e * routed_params + n_sh * shared_params
+    flops = 2.0 * b * s * h * e + c * k * routed_flops + n_sh * shared_flops
+    stash = (
+        (p + MASK_BYTES) * b * s * h
+        + p * b * s * e
+        + c * k * (p * b * s * h + mats * p * b * s * f_e)
+        + n_sh * mats * p * b * s * f_sh
+    )
+    return MoEFFN(LayerCost(params, flops, stash), float(e * routed_params), c * k * b * s * h * p)
+
+
+def transformer_block(cfg: TransformerConfig, kind: str = "self", moe: bool = False) -> LayerCost:
     """Parameters, forward FLOPs and stashed bytes of one block, per micro-batch.
 
     Args:
         cfg: the architecture.
         kind: ``"self"`` (a decoder-only or encoder block) or ``"cross"`` (a decoder block of an
             encoder-decoder, attending to ``seq_len`` encoder tokens).
+        moe: the block's FFN is the mixture of experts (:func:`_moe_ffn`).
     """
     b, h, p = cfg.micro_batch_size, cfg.hidden, cfg.bytes_per_activation
+
+    def ffn(s: int) -> LayerCost:
+        return _moe_ffn(cfg, b, s).cost if moe else _ffn(cfg, b, s)
+
     if kind == "self":
         s = cfg.seq_len
-        block = _total(_attention(cfg, b, s, s, False), _ffn(cfg, b, s), *[_norm(cfg, b, s)] * 2)
+        block = _total(_attention(cfg, b, s, s, False), ffn(s), *[_norm(cfg, b, s)] * 2)
         inputs = p * b * s * h
     elif kind == "cross":
         s, s_e = cfg.target_seq_len, cfg.seq_len
         block = _total(
             _attention(cfg, b, s, s, False),
             _attention(cfg, b, s, s_e, True),
-            _ffn(cfg, b, s),
+            ffn(s),
             *[_norm(cfg, b, s)] * 3,
         )
         inputs = p * b * (s + s_e) * h  # its input and the encoder output it attends to
@@ -350,16 +446,28 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
     rows: list[LayerCost] = [_embedding(cfg)]
     acts: list[float] = [p * b * max(cfg.seq_len, cfg.target_seq_len) * h]
     edges: list[tuple[int, int]] = []
+    moe_rows: list[tuple[float, float]] = [(0.0, 0.0)]  # expert params, a2a bytes per layer
     n = cfg.num_layers
+    blocks = {kind: transformer_block(cfg, kind) for kind in ("self", "cross")}
+    moe_blocks = {kind: transformer_block(cfg, kind, moe=True) for kind in blocks} if cfg.num_experts else {}
+
+    def block_of(kind: str, index: int) -> LayerCost:
+        """Block ``index`` (from 1, counted over the encoder then the decoder): MoE or dense."""
+        is_moe = bool(cfg.num_experts) and index > cfg.first_dense_layers
+        seq = cfg.seq_len if kind == "self" else cfg.target_seq_len
+        moe_ffn = _moe_ffn(cfg, b, seq) if is_moe else None
+        moe_rows.append((moe_ffn.expert_params, moe_ffn.a2a_bytes) if moe_ffn else (0.0, 0.0))
+        return moe_blocks[kind] if is_moe else blocks[kind]
+
     if cfg.architecture == "encoder-decoder":
-        enc = transformer_block(cfg, "self")
         for i in range(1, n + 1):
+            enc = block_of("self", i)
             names.append(f"enc{i}")
             rows.append(enc if i < n else _total(enc, _final_norm(cfg, b, cfg.seq_len)))
             acts.append(act_block)
             edges.append((i - 1, i))
-        dec = transformer_block(cfg, "cross")
         for j in range(1, cfg.num_decoder_layers + 1):
+            dec = block_of("cross", n + j)
             names.append(f"dec{j}")
             rows.append(dec)
             acts.append(p * b * cfg.target_seq_len * h)
@@ -367,14 +475,14 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
             edges.append((0 if j == 1 else idx - 1, idx))
             edges.append((n, idx))  # cross-attention on the final encoder output
     else:
-        block = transformer_block(cfg, "self")
         for i in range(1, n + 1):
             names.append(f"block{i}")
-            rows.append(block)
+            rows.append(block_of("self", i))
             acts.append(act_block)
             edges.append((i - 1, i))
     names.append("head")
     rows.append(_head(cfg))
+    moe_rows.append((0.0, 0.0))
     acts.append(0.0)  # the loss is a scalar; nothing is sent on
     edges.append((len(names) - 2, len(names) - 1))
     table = np.array(rows, dtype=np.float64)
@@ -395,9 +503,23 @@ def build_transformer(cfg: TransformerConfig, layers_per_block: int | None = Non
         state_bytes_per_param=cfg.state_bytes_per_param,
         grad_bytes_per_param=cfg.grad_bytes_per_param,
         schedule=cfg.schedule,
+        moe=_moe_layers(cfg, moe_rows) if cfg.num_experts else None,
     )
     k = cfg.layers_per_block if layers_per_block is None else layers_per_block
     return workload.coarsen(k)
+
+
+def _moe_layers(cfg: TransformerConfig, rows: list[tuple[float, float]]) -> dict[str, np.ndarray]:
+    """The per-layer MoE arrays of the built graph (:class:`hulk_env.moe.MoELayers` fields)."""
+    table = np.array(rows, dtype=np.float64)
+    is_moe = (table[:, 1] > 0).astype(np.float64)
+    return {
+        "expert_params": table[:, 0],
+        "num_experts": is_moe * cfg.num_experts,
+        "top_k": is_moe * cfg.top_k,
+        "a2a_bytes": table[:, 1],
+        "a2a_count": is_moe,
+    }
 
 
 def build_from_config(cfg: TransformerConfig, overrides: dict[str, Any]) -> Workload:
