@@ -148,6 +148,8 @@ class PolicyConfig:
         machine_rounds: message-passing rounds over the machine graph.
         layer_rounds: message-passing rounds over the layer DAG.
         heads: attention heads relating the current layer to the machines.
+        gain_prior: initial weight of the lookahead gain in the logits (:data:`agents.policy.PRIORS`;
+            learnable, so it only sets where PPO starts; saved weights carry their own).
     """
 
     extractor: str = "gnn"
@@ -155,6 +157,7 @@ class PolicyConfig:
     machine_rounds: int = 1
     layer_rounds: int = 1
     heads: int = 2
+    gain_prior: float = 3.0
 
 
 @dataclass

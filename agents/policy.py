@@ -39,7 +39,7 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.type_aliases import Schedule
 from torch import nn
 
-from agents.gnn import MachineEmbeddings, Observation, PlacementGNN, mlp, split_features
+from agents.gnn import SIGNALS, MachineEmbeddings, Observation, PlacementGNN, mlp, split_features
 
 _PADDED_LOGIT = -1e8
 # Initial weights of the per-machine signals (agents.gnn.SIGNALS) in the logits: the
@@ -58,7 +58,7 @@ class PointerHead(nn.Module):
     count, which SB3 only records).
     """
 
-    def __init__(self, max_machines: int, hidden_dim: int, summary_dim: int) -> None:
+    def __init__(self, max_machines: int, hidden_dim: int, summary_dim: int, priors: tuple[float, ...] = PRIORS) -> None:
         super().__init__()
         self.hidden_dim = hidden_dim
         self.summary_dim = summary_dim
@@ -70,7 +70,7 @@ class PointerHead(nn.Module):
         # Learnable priors on the per-machine signals (see the module docstring): without the
         # stay prior, PPO's per-step exploration scatters the layers over many machines and
         # learns slowly what a contiguous split is worth; every weight can go to 0 or below.
-        self.priors = nn.Parameter(torch.tensor(PRIORS))
+        self.priors = nn.Parameter(torch.tensor(priors, dtype=torch.float32))
         self.critic = nn.Sequential(mlp((summary_dim, hidden_dim, hidden_dim)), nn.ReLU())
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,9 +110,11 @@ class PlacementPolicy(MaskableActorCriticPolicy):
         machine_rounds: int = 2,
         layer_rounds: int = 2,
         heads: int = 4,
+        gain_prior: float = PRIORS[SIGNALS.index("gain")],
         optimizer_kwargs: dict | None = None,
     ) -> None:
         self.hidden_dim = hidden_dim
+        self.initial_priors = tuple(gain_prior if s == "gain" else p for s, p in zip(SIGNALS, PRIORS, strict=True))
         super().__init__(
             observation_space,
             action_space,
@@ -135,7 +137,7 @@ class PlacementPolicy(MaskableActorCriticPolicy):
     def _build_mlp_extractor(self) -> None:
         extractor = self.features_extractor
         assert isinstance(extractor, PlacementGNN)
-        self.mlp_extractor = PointerHead(extractor.max_machines, extractor.hidden_dim, extractor.summary_dim)
+        self.mlp_extractor = PointerHead(extractor.max_machines, extractor.hidden_dim, extractor.summary_dim, self.initial_priors)
 
     def _build(self, lr_schedule: Schedule) -> None:
         """SB3's ``_build`` with the identity as action net (the head returns the logits)."""
@@ -171,7 +173,9 @@ class PlacementPolicy(MaskableActorCriticPolicy):
 EXTRACTORS = ("gnn", "mlp")
 
 
-def policy_class_and_kwargs(extractor: str, hidden_dim: int, machine_rounds: int, layer_rounds: int, heads: int) -> tuple[type, dict]:
+def policy_class_and_kwargs(
+    extractor: str, hidden_dim: int, machine_rounds: int, layer_rounds: int, heads: int, gain_prior: float | None = None
+) -> tuple[type, dict]:
     """The SB3 policy class and its keyword arguments for a policy config.
 
     ``gnn``: :class:`PlacementPolicy`; ``mlp``: sb3-contrib's ``MultiInputPolicy`` (SB3's
@@ -180,6 +184,8 @@ def policy_class_and_kwargs(extractor: str, hidden_dim: int, machine_rounds: int
     """
     if extractor == "gnn":
         kwargs = {"hidden_dim": hidden_dim, "machine_rounds": machine_rounds, "layer_rounds": layer_rounds, "heads": heads}
+        if gain_prior is not None:
+            kwargs["gain_prior"] = float(gain_prior)
         return PlacementPolicy, kwargs
     if extractor == "mlp":
         from sb3_contrib.common.maskable.policies import MaskableMultiInputActorCriticPolicy

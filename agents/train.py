@@ -135,7 +135,7 @@ def make_vec_env(generator: Any, padding: Padding, config: RunConfig, n_envs: in
 def build_model(config: RunConfig, vec_env: DummyVecEnv, tb_dir: Path | None) -> MaskablePPO:
     """MaskablePPO with the configured policy and hyper-parameters."""
     p = config.policy
-    policy_cls, policy_kwargs = policy_class_and_kwargs(p.extractor, p.hidden_dim, p.machine_rounds, p.layer_rounds, p.heads)
+    policy_cls, policy_kwargs = policy_class_and_kwargs(p.extractor, p.hidden_dim, p.machine_rounds, p.layer_rounds, p.heads, p.gain_prior)
     ppo = asdict(config.ppo)
     return MaskablePPO(
         policy_cls,

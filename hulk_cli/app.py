@@ -13,6 +13,7 @@ import typer
 from hulk_cli import (
     bench,
     bench_agent,
+    bench_learn,
     bench_scale,
     bench_settings,
     evaluate,
@@ -50,6 +51,7 @@ bench.app.command("replace")(replace.bench_replace_command)
 app.command("tune")(tune.tune_command)
 bench.app.command("evaluate")(evaluate.bench_evaluate_command)
 bench.app.command("agent")(bench_agent.bench_agent_command)
+bench.app.command("learn")(bench_learn.bench_learn_command)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -396,6 +396,7 @@ class PolicyArchitecture(Strict):
     machine_rounds: Number(0, limits.MAX_ROUNDS, integer=True, limit_high="MAX_ROUNDS")
     layer_rounds: Number(0, limits.MAX_ROUNDS, integer=True, limit_high="MAX_ROUNDS")
     heads: Number(1, limits.MAX_HEADS, integer=True, limit_high="MAX_HEADS")
+    gain_prior: Number(0, 1000) = 3.0  # initial logit weight of the lookahead gain (agents.policy)
 
     @model_validator(mode="after")
     def _heads_divide(self) -> PolicyArchitecture:
