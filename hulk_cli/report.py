@@ -285,7 +285,7 @@ def run_report(run_dir: Path):
     from hulk_env.validation import limits
     from hulk_env.validation.reading import read_text
 
-    # Through the validation layer (issue 38): a run directory is user input like any file.
+    # Through the validation layer: a run directory is user input like any file.
     text = {"config.yaml": read_text(run_dir / "config.yaml", limits.MAX_SMALL_FILE_BYTES, what="config file")}
     if (run_dir / "versions.json").is_file():
         text["versions.json (when it trained)"] = read_text(

@@ -1,4 +1,4 @@
-"""``hulk bench settings``: the value of the plan settings (issue 35) and the analytic model's
+"""``hulk bench settings``: the value of the plan settings and the analytic model's
 agreement with the simulator on plans that use them.
 
 Suite (:data:`SETTINGS_SUITE`, fixed: it never drifts): clusters of 8-GPU A100 / H100 machines

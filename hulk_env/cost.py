@@ -61,7 +61,7 @@ with ``k_r = m`` stashed micro-batches for GPipe and ``k_r = min(m, S_r)`` for 1
 number of distinct machines of replica ``r`` (its pipeline depth: the first stage's peak, an
 upper bound for the later stages). Feasible when every machine's use is ``<= memory_bytes``.
 
-Plan settings (issue 35: tensor parallel inside machines, ZeRO, DiLoCo): with any of them set,
+Plan settings (tensor parallel inside machines, ZeRO, DiLoCo): with any of them set,
 the per-machine seconds per micro-batch, the first-micro-batch latency's node weights, the
 data-parallel sync and the memory take their formulas from :mod:`hulk_env.parallelism`; with
 the defaults every figure above is unchanged.

@@ -3,7 +3,7 @@
 Memory (the cost model's rule, :func:`hulk_env.cost.memory_use_bytes`): a layer needs its model
 state (``state_bytes_per_param x params``) plus ``k`` stashed micro-batches of activations,
 ``k = m`` (all micro-batches) for GPipe and ``k = min(m, S)`` for 1F1B, ``S`` the pipeline
-depth (distinct machines) of its replica. With ZeRO (issue 35) the state is the sharded one
+depth (distinct machines) of its replica. With ZeRO the state is the sharded one
 of :func:`hulk_env.parallelism.state_lower_bytes` (a lower bound over machines). The functions here give those needs per layer and per
 model, and a one-line explanation when a model cannot fit.
 

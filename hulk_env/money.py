@@ -1,4 +1,4 @@
-"""Dollars per training iteration (issue 35): GPU rental plus egress of the bytes between machines.
+"""Dollars per training iteration: GPU rental plus egress of the bytes between machines.
 
 ``usd_per_iteration = T_iter / 3600 * sum_{m used} usd_per_hour_m + sum_{a != b} bytes_ab /
 1e9 * egress_usd_per_gb(tier_ab)``, reported beside the time (not inside

@@ -1,4 +1,4 @@
-"""Plan settings inside and across machines (issue 35): tensor parallel, ZeRO, DiLoCo.
+"""Plan settings inside and across machines: tensor parallel, ZeRO, DiLoCo.
 
 The cost model (:mod:`hulk_env.cost`) calls these at the four agreed points (machine seconds
 per micro-batch, first-micro-batch latency, data-parallel sync, memory); with the default

@@ -1,4 +1,4 @@
-"""One planner over placement and plan settings (issue 35): ``hulk place --plan``, ``hulk pareto``,
+"""One planner over placement and plan settings: ``hulk place --plan``, ``hulk pareto``,
 ``hulk bench settings``.
 
 For every candidate of the settings grid (:func:`settings_grid`: tensor-parallel degree, ZeRO

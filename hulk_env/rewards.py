@@ -23,7 +23,7 @@ Two reward schedules give the same undiscounted episode return:
   step reward is ``Phi(s_{t+1}) - Phi(s_t)``, which telescopes to ``R`` (a dead end sets the last
   potential to ``DEAD_END_REWARD``). Each step costs one cost-model call.
 
-Dollars (issue 35): :class:`CostReward` (``reward="cost"``) pays at the end, instead of ``R``,
+Dollars: :class:`CostReward` (``reward="cost"``) pays at the end, instead of ``R``,
 ``C = max(log(USD_ref / USD_iter), MIN_REWARD)``, the log saving in dollars per iteration over
 the reference placement (:func:`hulk_env.money.usd_per_iteration`: rental of the machines used
 plus egress; a machine without a list price gets the catalog's median price per FLOP/s);

@@ -73,7 +73,7 @@ MoE all-to-all        a layer with routed experts (``Workload.moe``) held by ``G
 ``pipeline_s`` is when the last compute task ends, ``iteration_time_s`` when the last all-reduce
 chunk arrives (or ``pipeline_s`` without data parallelism), ``dp_sync_s`` their difference.
 
-Plan settings (issue 35; the analytic formulas are :mod:`hulk_env.parallelism`'s, which this
+Plan settings (the analytic formulas are :mod:`hulk_env.parallelism`'s, which this
 module does not import: it replays them on its own). ``tensor_parallel = t >= 1``: a machine of
 ``g`` GPUs runs ``d = g / gcd(t, g)`` groups of ``gcd(t, g)`` GPUs; a task lasts as long as its
 busiest group's share of the micro-batch (``ceil(b / d)`` sequences at ``1 / d`` of the

@@ -1,4 +1,4 @@
-"""hulk bench settings (issue 35): its figures on the first two suite cases."""
+"""hulk bench settings: its figures on the first two suite cases."""
 
 from __future__ import annotations
 

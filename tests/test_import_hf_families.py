@@ -1,4 +1,4 @@
-"""`hulk import hf` on the families of issue 36: published totals, active parameters, refused keys,
+"""`hulk import hf` on the families: published totals, active parameters, refused keys,
 names."""
 
 from __future__ import annotations

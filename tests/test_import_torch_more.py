@@ -1,4 +1,4 @@
-"""`hulk import torch` on any common network (issue 36): inferred input dtypes, reused
+"""`hulk import torch` on any common network: inferred input dtypes, reused
 parameter-free modules, data-dependent routing refused in one line; 0.00% error."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fuzz the four newer readers (issue 38): placements, failure traces, Hugging Face configs and the
+"""Fuzz the four newer readers: placements, failure traces, Hugging Face configs and the
 results.csv a ``--resume`` picks up. Like :mod:`tests.test_loader_fuzz` (same mutations, same
 hostile files): every case is one clean line naming the file, or a valid object -- and a valid
 object is checked by an oracle written apart from the loader, so an invalid file that is

@@ -1,4 +1,4 @@
-"""Dollars per iteration (issue 35): rental of the machines used plus egress by tier."""
+"""Dollars per iteration: rental of the machines used plus egress by tier."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Plan settings (issue 35): tensor parallel inside machines, ZeRO, DiLoCo; analytic vs simulator."""
+"""Plan settings: tensor parallel inside machines, ZeRO, DiLoCo; analytic vs simulator."""
 
 from __future__ import annotations
 

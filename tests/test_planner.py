@@ -1,4 +1,4 @@
-"""The planner over placement and plan settings (issue 35): grid, pruning, objectives, CLI."""
+"""The planner over placement and plan settings: grid, pruning, objectives, CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every file the program reads comes through ``hulk_env/validation/reading.py`` (issue 38).
+"""Every file the program reads comes through ``hulk_env/validation/reading.py``.
 
 An AST walk over ``hulk_env/``, ``hulk_cli/`` and ``agents/`` finds every call that opens or
 parses a file another way (``open``, ``Path.open/read_text/read_bytes``, ``os.open``,

@@ -1,4 +1,4 @@
-"""More real PyTorch models for the ``hulk import torch`` tests (issue 36), as MODULE:FACTORY.
+"""More real PyTorch models for the ``hulk import torch`` tests, as MODULE:FACTORY.
 
 * :func:`vit` -- a Vision Transformer: conv patch embedding, class token and positions as root
   parameters, pre-norm encoder blocks, classification head; float images in;

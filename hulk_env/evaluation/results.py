@@ -33,7 +33,7 @@ RESULT_COLUMNS = (
     "feasible",
 )
 LEADERBOARD_COLUMNS = ("instance", "method", "speedup_vs_naive")  # what a leaderboard figure needs
-# What makes a saved row comparable with a rerun (issue 38): `hulk evaluate`'s results.csv
+# What makes a saved row comparable with a rerun: `hulk evaluate`'s results.csv
 # carries them after the result columns, and `--resume` keeps a row only when they match.
 # settings: a fingerprint of the instance, method, budget and seed; checksum: of every other
 # cell as written, so a cut, padded or edited row is found.

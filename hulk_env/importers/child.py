@@ -1,4 +1,4 @@
-"""``hulk import torch`` runs the user's code in a child process with a time limit (issue 38).
+"""``hulk import torch`` runs the user's code in a child process with a time limit.
 
 The factory and ``forward`` are the user's code: they may sleep forever, call ``sys.exit``,
 ``os._exit``, crash the interpreter or print to stdout. :func:`import_in_child` runs

@@ -11,7 +11,7 @@ lack memory), ``<method>_total_vs_best`` (geometric mean over the feasible scena
 method's horizon total over the best method's; ``inf`` if the method failed a scenario that
 another answered: failures are never dropped), and median decision seconds.
 
-Held out (issue 34): the default run also answers the same failures of :func:`heldout_clusters`
+Held out: the default run also answers the same failures of :func:`heldout_clusters`
 -- clusters drawn over the validation and the unseen cities
 (:data:`hulk_env.evaluation.suites.VALIDATION_CITIES`, ``UNSEEN_CITIES``), none of the four above --
 and reports ``agent_total_vs_best_heldout`` (the agent's geometric mean over them) beside

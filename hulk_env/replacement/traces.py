@@ -23,7 +23,7 @@ comes back holds no state. Events during a migration are applied once it ends. D
 (the method's wall clock) is reported apart and not charged to the run, so replays are
 reproducible.
 
-Floating point (issue 38). Events at equal times are applied **in the order they were given**
+Floating point. Events at equal times are applied **in the order they were given**
 (a file's order; a random trace's order of generation: machine by machine, each machine's
 failure before its own repair before its next failure, then the regions): the sort is stable
 on time alone. No rule that ranks kinds (failures first) can be safe: when a repair and the
@@ -477,7 +477,7 @@ def replay(
 
 
 def check_totals(result: TraceResult, trace: Trace) -> None:
-    """A replay's totals must agree with its trace (issue 38: float time once made a machine
+    """A replay's totals must agree with its trace (float time once made a machine
     immortal and the totals came out wrong with exit 0).
 
     * every event before the end was applied, once, in the trace's order, and none after it

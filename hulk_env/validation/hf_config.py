@@ -1,4 +1,4 @@
-"""Shape and bounds of a Hugging Face ``config.json`` at read time (issue 38).
+"""Shape and bounds of a Hugging Face ``config.json`` at read time.
 
 The family parsers (:mod:`hulk_env.importers.hf_config`) type each key they use; this check runs
 first, in the validation layer, so that no value a parser never expected reaches it: a

@@ -47,7 +47,7 @@ MAX_SCALAR_CHARS = 10_000
 # Names are printed in tables, plots and error lines.
 MAX_NAME_CHARS = 200
 
-# ---- issue 38: the newer readers (placements, traces, HF configs, results) ----------------------
+# ---- the newer readers (placements, traces, HF configs, results) ----------------------
 
 # A Hugging Face config.json is a few KB (the largest in the hub are ~50 KB with id2label maps).
 MAX_HF_CONFIG_BYTES = 1 * MIB
@@ -66,7 +66,7 @@ MAX_TRACE_TIME_S = 1e12
 MAX_TRAIN_ITERATIONS = 10**10
 # Float time must resolve a random trace's events: the mean time between one machine's
 # failures must span at least this many float64 steps (ulps) of the trace's end time, or
-# events and repairs would round onto the same instant (a 1e20/h rate did, issue 38).
+# events and repairs would round onto the same instant (a 1e20/h rate did).
 MIN_EVENT_GAP_ULPS = 2**20
 # A child process importing a PyTorch module gets this long by default (`--time-limit`).
 DEFAULT_IMPORT_TIME_LIMIT_S = 60.0

@@ -308,12 +308,12 @@ _SETTING_BOUNDS: dict[str, tuple[float, float, str | None]] = {
     "num_micro_batches": (1, limits.MAX_MICRO_BATCHES, "MAX_MICRO_BATCHES"),
     "data_parallel": (1, limits.MAX_DATA_PARALLEL, "MAX_DATA_PARALLEL"),
     "max_positions": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
-    # plan settings (issue 35); the workload checks the exact choices (zero 0-3, bits 32/16/8/4)
+    # plan settings; the workload checks the exact choices (zero 0-3, bits 32/16/8/4)
     "tensor_parallel": (0, 64, None),
     "zero": (0, 3, None),
     "inner_steps": (1, 1_000_000, None),
     "outer_bits": (4, 32, None),
-    # mixture of experts (issue 36): 0 = a dense model / no shared experts / no dense blocks
+    # mixture of experts: 0 = a dense model / no shared experts / no dense blocks
     "num_experts": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
     "shared_experts": (0, limits.MAX_TRANSFORMER_DIM, "MAX_TRANSFORMER_DIM"),
     "first_dense_layers": (0, limits.MAX_TRANSFORMER_BLOCKS, "MAX_TRANSFORMER_BLOCKS"),

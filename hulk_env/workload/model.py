@@ -26,8 +26,8 @@ SCHEDULES = ("gpipe", "1f1b")
 # Activation recomputation (Korthikanti et al. 2022): keep every activation, recompute the
 # attention core in the backward pass, or keep only each layer's input and rerun its forward.
 RECOMPUTE_MODES = ("none", "selective", "full")
-# Plan settings (issue 35; formulas in hulk_env.parallelism). tensor_parallel 0 = each machine
-# one device (the estimate before issue 35); ZeRO stages of Rajbhandari et al. 2020; sync of the
+# Plan settings (formulas in hulk_env.parallelism). tensor_parallel 0 = each machine
+# one device (the estimate before the plan settings); ZeRO stages of Rajbhandari et al. 2020; sync of the
 # data-parallel replicas every step, or DiLoCo's outer step every inner_steps (Douillard et al.).
 ZERO_STAGES = (0, 1, 2, 3)
 SYNC_MODES = ("every-step", "diloco")
@@ -339,7 +339,7 @@ class Workload:
 
 
 def check_plan_settings(workload: Workload, source: str) -> None:
-    """Validate (and normalise to int/bool) the plan settings of issue 35; one clear error each."""
+    """Validate (and normalise to int/bool) the plan settings; one clear error each."""
     for label, low, high in (
         ("tensor_parallel", 0, MAX_TENSOR_PARALLEL), ("inner_steps", 1, MAX_INNER_STEPS),
     ):
