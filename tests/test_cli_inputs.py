@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hulk_cli.app import app
-from hulk_cli.output import EXIT_BAD_INPUT
 from hulk_env.workload import load_workload
+from tests.cli_checks import one_error_line
 from tests.conftest import BAD_FILES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,14 +36,6 @@ LABELS = {"aws:us-west-2", "Oregon", "eu-west-1", "gcp:europe-west4", "eastus"}
 
 def run(*args: str, columns: int = 80):
     return runner.invoke(app, list(args), catch_exceptions=False, env={"COLUMNS": str(columns)})
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == EXIT_BAD_INPUT, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import pytest
 from typer.testing import CliRunner
 
 from hulk_cli.app import app
-from hulk_cli.output import EXIT_BAD_INPUT
 from hulk_env.errors import HulkInputError
 from hulk_env.generators import fixed_instance
 from hulk_env.importers.hf_config import read_config
@@ -23,6 +22,7 @@ from hulk_env.replacement.problem import read_placement_file
 from hulk_env.replacement.traces import load_trace
 from hulk_env.validation import limits
 from hulk_env.workload import load_workload_file
+from tests.cli_checks import one_error_line
 
 runner = CliRunner()
 DEEP = 5_000  # far past MAX_NESTING_DEPTH and Python's recursion limit
@@ -33,14 +33,6 @@ LLAMA = {
     "model_type": "llama", "hidden_size": 512, "num_attention_heads": 8, "num_key_value_heads": 4,
     "num_hidden_layers": 4, "intermediate_size": 1376, "vocab_size": 32000, "max_position_embeddings": 1024,
 }
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == EXIT_BAD_INPUT, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def refused(fn, path, *args) -> str:

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hulk_cli.app import app
-from hulk_cli.output import EXIT_BAD_INPUT
+from tests.cli_checks import one_error_line
 
 pytest.importorskip("torch")
 
@@ -77,14 +77,6 @@ def here(tmp_path, monkeypatch):
 def _import(factory: str, *extra: str):
     return runner.invoke(app, ["import", "torch", f"hostile_models:{factory}", "--input-shape", "2,8",
                                "--input-dtype", "float", "--out", "model.yaml", *extra])
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == EXIT_BAD_INPUT, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def _left(here: Path) -> list[str]:
