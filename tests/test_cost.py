@@ -162,17 +162,19 @@ def test_relabelling_machines_keeps_cost(case, seed):
 def test_cost_never_decreases_with_more_latency_or_bytes(case, factor, pick):
     cluster, workload, placements = case
     base = cost.iteration_times(cluster, workload, placements).iteration_time_s
+    # Relative: sums taken in another order differ in the last bits (1e-13 of 12 s was seen).
+    slack = 1e-12 * (1.0 + base)
     m = cluster.num_machines
     if m > 1:
         i, j = pick % m, (pick // m + 1 + pick % m) % m
         lat = np.array(cluster.latency_s)
         lat[i, j] = lat[j, i] = lat[i, j] * factor + 1e-3
         slower = make_cluster(cluster.flops, lat, cluster.bandwidth_bps)
-        assert np.all(cost.iteration_times(slower, workload, placements).iteration_time_s >= base - 1e-12)
+        assert np.all(cost.iteration_times(slower, workload, placements).iteration_time_s >= base - slack)
     act = np.array(workload.activation_bytes)
     act[pick % len(act)] = act[pick % len(act)] * factor + 1.0
     bigger = dataclasses.replace(workload, activation_bytes=act)
-    assert np.all(cost.iteration_times(cluster, bigger, placements).iteration_time_s >= base - 1e-12)
+    assert np.all(cost.iteration_times(cluster, bigger, placements).iteration_time_s >= base - slack)
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("agents/runs.py", "lock_run_dir"): "the run directory's lock file (flock), never parsed",
     ("agents/files.py", "safe_torch_load"): "torch.load of bytes already read by reading.read_bytes (BytesIO)",
     # Package data shipped with hulk (importlib.resources), not a user's file.
+    ("hulk_env/money.py", "gpu_usd_per_hour"): "package data: the shipped GPU list prices (cluster/data/prices)",
+    ("hulk_env/money.py", "egress_usd_per_gb"): "package data: the shipped egress prices (cluster/data/prices)",
     ("hulk_env/render/geo.py", "land_rings"): "the packaged Natural Earth coastlines (render/data)",
     # The run's own files read back on resume, written by this program in the same directory
     # the resume locks (`agents.runs.lock_run_dir`); torn records are dropped.
