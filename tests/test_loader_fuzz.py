@@ -23,6 +23,7 @@ import signal
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -334,34 +335,38 @@ def _alarm(signum, frame):
     raise _Hang
 
 
-def check_one(fmt: str, seed: int, root: Path) -> str:
-    """Write case ``seed`` of ``fmt`` under ``root`` and load it: ``"valid"`` or ``"clean"``.
+def load_checked(label: str, path: Path, load: Callable[[Path], Any]) -> tuple[bool, Any]:
+    """``load(path)`` under a hang alarm: ``(True, result)``, or ``(False, None)`` on a clean error.
 
     Raises:
         AssertionError: a traceback-worthy exception, a hang, or a message that is not one
             line naming the file.
     """
-    write, load = FORMATS[fmt]
-    rng = random.Random(f"{fmt}-{seed}")
-    path = write(rng, root)
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(HANG_S)
     try:
-        load(path)
-        return "valid"
+        return True, load(path)
     except HulkInputError as err:
         message = err.one_line()
-        assert "\n" not in message and "\r" not in message, f"{fmt} #{seed}: {message!r}"
-        assert path.name in message or str(path) in message, f"{fmt} #{seed}: message names no file: {message}"
-        assert len(message) < 2_000, f"{fmt} #{seed}: {len(message)} characters"
-        return "clean"
+        assert "\n" not in message and "\r" not in message, f"{label}: {message!r}"
+        assert path.name in message or str(path) in message, f"{label}: message names no file: {message}"
+        assert len(message) < 2_000, f"{label}: {len(message)} characters"
+        return False, None
     except _Hang:
-        raise AssertionError(f"{fmt} #{seed}: no answer in {HANG_S} s ({path})") from None
+        raise AssertionError(f"{label}: no answer in {HANG_S} s ({path})") from None
     except Exception as err:  # noqa: BLE001 - every other exception is the bug we look for
-        raise AssertionError(f"{fmt} #{seed}: {type(err).__name__}: {str(err)[:300]} ({path})") from err
+        raise AssertionError(f"{label}: {type(err).__name__}: {str(err)[:300]} ({path})") from err
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def check_one(fmt: str, seed: int, root: Path) -> str:
+    """Write case ``seed`` of ``fmt`` under ``root`` and load it: ``"valid"`` or ``"clean"``."""
+    write, load = FORMATS[fmt]
+    path = write(random.Random(f"{fmt}-{seed}"), root)
+    loaded, _ = load_checked(f"{fmt} #{seed}", path, load)
+    return "valid" if loaded else "clean"
 
 
 def _run(fmt: str, seeds: range, tmp_path: Path) -> Counter:
