@@ -30,8 +30,9 @@ Pipeline (per micro-batch):
   machine can make ``P < B`` and the bottleneck must still do ``m`` slots of work. The second
   is the 1F1B window: with only ``k_r < m`` micro-batches in flight, micro-batch ``k_r`` waits
   for micro-batch 0's whole round trip. Both refinements come from the schedule simulator
-  (:mod:`hulk_env.simulate`), the ground truth this model is measured against. Then
-  ``T_pp = max(T_pp, max_x (h_x + m C_x + t_x))`` (:func:`machine_bound_s`): machine ``x``
+  (:mod:`hulk_env.simulate`), the ground truth this model is measured against. Under plan
+  settings (below) also ``T_pp = max(T_pp, max_x (h_x + m C_x + t_x))``
+  (:func:`machine_bound_s`): machine ``x``
   runs its ``m C_x`` seconds one task at a time, not before ``h_x`` (the earliest forward start
   of its slots, the longest path to it) and followed by at least ``t_x`` (the shortest
   backward path from its slots back to their first layers). A lower bound of every schedule
@@ -39,6 +40,8 @@ Pipeline (per micro-batch):
   textbook fills the pipeline with one replica's ``P`` while the bottleneck works through
   ``D m`` slots (the planner's plans on few machines: 15% under the simulator before it).
   For one replica on a chain of stages ``h_x + C_x + t_x <= P``, so it changes nothing there.
+  With default settings it is left out, so the one-device model's figures (and the shipped
+  search references computed with them) stay bit-identical; it would bind there too.
 
 Data-parallel gradient sync (the rings and their bytes: :mod:`hulk_env.traffic`): for each layer
 ``l`` the distinct machines of ``machine[:, l]`` in replica order (first occurrence kept) form a
@@ -84,7 +87,6 @@ figure is as above, bit for bit.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
@@ -281,12 +283,12 @@ def evaluate_batch(
     bottleneck = np.maximum(max_compute, max_link)
     kind = np.where(max_link > max_compute, BOTTLENECK_LINK, BOTTLENECK_MACHINE)
     index = np.where(kind == BOTTLENECK_LINK, link_index, compute.argmax(axis=1))
-    paths = latency_paths_s(cluster, workload, mach)
+    plan = parallelism.plan_active(workload)
+    paths = latency_paths_s(cluster, workload, mach, slots=plan)
     first = paths.first_s
-    pipeline = np.maximum(
-        pipeline_time_s(workload, first, bottleneck, stash_micro_batches(workload, mach)),
-        machine_bound_s(workload, compute, mach, paths),
-    )
+    pipeline = pipeline_time_s(workload, first, bottleneck, stash_micro_batches(workload, mach))
+    if plan:  # the per-machine bound of plan settings (module docstring)
+        pipeline = np.maximum(pipeline, machine_bound_s(workload, compute, mach, paths))
     dp = dp_sync_s(cluster, workload, mach, pipeline_s=pipeline)
     mem = memory_use_bytes(cluster, workload, mach)
     nmb = workload.num_micro_batches
@@ -353,21 +355,13 @@ def evaluate_one(cluster: Cluster, workload: Workload, placement: np.ndarray) ->
     link_index = min(k for k, x in links.items() if x == max_link) if max_link > 0.0 else 0
     bottleneck = max(max_compute, max_link)
     is_link = max_link > max_compute
-    first, heads, tails = _latency_paths_one(cluster, workload, placement)
+    first = _first_micro_batch_one(cluster, workload, placement)
     stash = [nmb if workload.schedule == "gpipe" else min(nmb, len(set(row))) for row in rows]
     first_max = max(first)
     pipeline = max(first_max, bottleneck) + (nmb - 1) * bottleneck
     for first_r, k in zip(first, stash, strict=True):
         q, rem = divmod(nmb - 1, k)
         pipeline = max(pipeline, (q + 1) * first_r + rem * bottleneck if k < nmb else 0.0)
-    # machine_bound_s: per machine the earliest head and shortest tail of its slots
-    low_head: dict[int, float] = {}
-    low_tail: dict[int, float] = {}
-    for row, head, tail in zip(rows, heads, tails, strict=True):
-        for layer, a in enumerate(row):
-            low_head[a] = min(low_head.get(a, math.inf), head[layer])
-            low_tail[a] = min(low_tail.get(a, math.inf), tail[layer])
-    pipeline = float(max(pipeline, max(low_head[a] + nmb * compute[a] + low_tail[a] for a in low_head)))
     dp = 0.0 if len(rows) == 1 else float(dp_sync_s(cluster, workload, placement[None])[0])
     state = (workload.state_bytes_per_param * workload.params).tolist()
     stash_bytes = workload.stash_bytes.tolist()
@@ -529,7 +523,7 @@ def _link_bottleneck(cluster: Cluster, workload: Workload, mach: np.ndarray) -> 
 
 def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
     """``[N, D]`` forward + backward latency ``P_r`` of one micro-batch of each replica."""
-    return latency_paths_s(cluster, workload, mach).first_s
+    return latency_paths_s(cluster, workload, mach, slots=False).first_s
 
 
 class LatencyPaths(NamedTuple):
@@ -547,15 +541,16 @@ class LatencyPaths(NamedTuple):
     tail_s: np.ndarray
 
 
-def latency_paths_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> LatencyPaths:
-    """``P_r`` and every slot's head and tail (:class:`LatencyPaths`), node weights
-    ``f_l / F_m`` forward and ``(2 f_l + g_l) / F_m`` backward (plus tensor-parallel all-reduces
-    and MoE waits), edge weights ``alpha_ab + a_u / beta_ab``."""
+def latency_paths_s(cluster: Cluster, workload: Workload, mach: np.ndarray, slots: bool = True) -> LatencyPaths:
+    """``P_r`` and every slot's head and tail (:class:`LatencyPaths`; with ``slots=False``
+    ``P_r`` only, heads and tails left zero), node weights ``f_l / F_m`` forward and
+    ``(2 f_l + g_l) / F_m`` backward (plus tensor-parallel all-reduces and MoE waits), edge
+    weights ``alpha_ab + a_u / beta_ab``."""
     wait = moe.a2a_latency_s(cluster, workload, mach) if workload.moe is not None else None
     if len(mach) == 1 and not parallelism.intra_active(workload):
         # One placement (the env's episode end): Python floats beat the ~6 numpy calls per
         # edge on [1, D] arrays, 12x on a 26-layer chain; same operations in the same order.
-        first, head, tail = _latency_paths_one(cluster, workload, mach[0], wait)
+        first, head, tail = _latency_paths_one(cluster, workload, mach[0], wait, slots)
         return LatencyPaths(np.array([first]), np.array([head]), np.array([tail]))
     lat, bw, act = cluster.latency_s, cluster.bandwidth_bps, workload.activation_bytes
     if parallelism.intra_active(workload):  # node weights with tensor-parallel all-reduces
@@ -587,7 +582,7 @@ def latency_paths_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> L
             ready = np.maximum(ready, back[v] + lat[b, a] + act[u] / bw[b, a])
         back[u] = ready + back_s[:, :, u]
     tail = np.zeros((n, d, n_layers))
-    for u in range(n_layers):
+    for u in range(n_layers if slots else 0):
         for p in workload.predecessors[u]:
             a, b = mach[:, :, u], mach[:, :, p]
             tail[:, :, u] = np.maximum(tail[:, :, u], tail[:, :, p] + back_s[:, :, p] + lat[a, b] + act[p] / bw[a, b])
@@ -641,11 +636,11 @@ def _first_micro_batch_one(
 ) -> list[float]:
     """``P_r`` per replica of one placement ``[D, L]``: :func:`first_micro_batch_s` in floats
     (``wait``: ``[1, D, L]`` all-to-all seconds of MoE slots, added to both passes)."""
-    return _latency_paths_one(cluster, workload, mach, wait)[0]
+    return _latency_paths_one(cluster, workload, mach, wait, slots=False)[0]
 
 
 def _latency_paths_one(
-    cluster: Cluster, workload: Workload, mach: np.ndarray, wait: np.ndarray | None = None
+    cluster: Cluster, workload: Workload, mach: np.ndarray, wait: np.ndarray | None = None, slots: bool = True
 ) -> tuple[list[float], list[list[float]], list[list[float]]]:
     """:func:`latency_paths_s` of one placement ``[D, L]`` in floats: ``P_r`` per replica and
     per replica the heads and tails of its slots."""
@@ -680,7 +675,7 @@ def _latency_paths_one(
                 ready = max(ready, back[v] + lat(b, a) + act[u] / bw(b, a))
             back[u] = ready + bwd[u]
         tail = [0.0] * n_layers
-        for u in range(n_layers):
+        for u in range(n_layers if slots else 0):
             for p in preds[u]:
                 a, b = row[u], row[p]
                 tail[u] = max(tail[u], tail[p] + bwd[p] + lat(a, b) + act[p] / bw(a, b))
@@ -832,11 +827,11 @@ def _iteration_times(
     with ``pipeline_only``."""
     compute = machine_compute_s(cluster, workload, mach)
     bottleneck = np.maximum(compute.max(axis=1), _max_link_occupancy_s(cluster, workload, mach))
-    paths = latency_paths_s(cluster, workload, mach)
-    stash = stash_micro_batches(workload, mach)
-    pipeline = np.maximum(
-        pipeline_time_s(workload, paths.first_s, bottleneck, stash), machine_bound_s(workload, compute, mach, paths)
-    )
+    plan = parallelism.plan_active(workload)
+    paths = latency_paths_s(cluster, workload, mach, slots=plan)
+    pipeline = pipeline_time_s(workload, paths.first_s, bottleneck, stash_micro_batches(workload, mach))
+    if plan:
+        pipeline = np.maximum(pipeline, machine_bound_s(workload, compute, mach, paths))
     if pipeline_only:
         return pipeline
     return pipeline + dp_sync_s(cluster, workload, mach, pipeline_s=pipeline)

@@ -401,12 +401,9 @@ def test_recut_keeps_the_machines_and_finds_the_dp_split_of_a_badly_cut_placemen
     from hulk_env.evaluation.suites import load_suite
     from hulk_env.reference import even_split
 
-    # the first one-replica geo-v0 instance whose latency-chain-dp placement is a pipeline of
-    # >= 3 stages that the same machines, in the same order, with the layers cut evenly make
-    # slower (one replica: there the DP's estimate is the cost model's time, so its split is
-    # the best; replicas sharing a chain also pay the cost model's machine bound, which the DP
-    # does not see)
-    for inst in (i for i in load_suite("geo-v0") if i.data_parallel == 1):
+    # the first geo-v0 instance whose latency-chain-dp placement is a pipeline of >= 3 stages
+    # that the same machines, in the same order, with the layers cut evenly make slower
+    for inst in load_suite("geo-v0"):
         best = get_method("latency-chain-dp")(inst, 0, None).placement
         chain = first_use_order(best[0])
         bad = np.tile(chain[even_split(inst.num_layers, len(chain))], (inst.data_parallel, 1))
