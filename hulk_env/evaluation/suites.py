@@ -198,8 +198,8 @@ def load_suite(name: str, hulk_data: str | Path | None = None) -> list[Instance]
         return _geo_v0()
     if key == "hard-v0":
         return _hard_v0()
-    if key in _heldout_specs():
-        return _heldout_suite(*_heldout_specs()[key], key)
+    if key in heldout_specs():
+        return _heldout_suite(*heldout_specs()[key], key)
     if key == "paper-v0":
         return _paper_v0(paper_data_dir() if hulk_data is None else Path(hulk_data))
     raise HulkInputError(f"unknown suite '{name}'; choose one of {', '.join(SUITES)}", field="suite")
@@ -212,17 +212,17 @@ def suite_instance(name: str, index: int) -> Instance:
     one instance costs one draw instead of the whole suite (``val-xl-v0``: 66 draws).
     """
     key = str(name).strip().lower()
-    if key not in _heldout_specs():
+    if key not in heldout_specs():
         return load_suite(name)[index]
-    cases, seed, cities = _heldout_specs()[key]
+    cases, seed, cities = heldout_specs()[key]
     if not 0 <= index < len(cases):
         raise HulkInputError(f"{key} has {len(cases)} instances; index {index} is out of range", field="index")
     m, model, d, tight = cases[index]
     return _draw_heldout_instance(np.random.default_rng([seed, index]), m, model, d, tight, cities, f"{key}/{index}")
 
 
-def _heldout_specs() -> dict[str, tuple[tuple, int, tuple[str, ...]]]:
-    """Each held-out suite's cases, seed and cities."""
+def heldout_specs() -> dict[str, tuple[tuple, int, tuple[str, ...]]]:
+    """Each held-out suite's ``(cases, seed, cities)``: a case is ``(machines, model, replicas, tight)``."""
     return {
         "unseen-v0": (UNSEEN_V0_CASES, UNSEEN_V0_SEED, UNSEEN_CITIES),
         "unseen-v1": (UNSEEN_V0_CASES, UNSEEN_V1_SEED, UNSEEN_CITIES),
