@@ -45,12 +45,14 @@ $(CHROMIUM):
 
 chromium: $(CHROMIUM)
 
+# pytest on 2 workers (pytest-xdist; `worksteal` evens out the long tests), then the three
+# independent checks side by side (separate virtualenvs and scratch directories; mostly pip and
+# imports waiting on the disk), each one's output kept together.
+PYTEST_WORKERS ?= 2
 test: $(STAMP) $(CHROMIUM)
 	$(BIN)/ruff check .
-	HULK_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q
-	@$(MAKE) --no-print-directory docs
-	@$(MAKE) --no-print-directory check-core-install
-	@$(MAKE) --no-print-directory test-rllib
+	HULK_REQUIRE_CHROMIUM=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
+	@$(MAKE) --no-print-directory -j3 --output-sync=target docs check-core-install test-rllib
 
 # The documentation site (mkdocs.yml) into site/, offline and strict: a broken link or a page
 # that does not build fails. The CLI reference, the env spec and the file formats are generated

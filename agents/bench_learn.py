@@ -79,7 +79,7 @@ class LearnRun(NamedTuple):
                 "final_gap": self.final_gap}  # fmt: skip
 
 
-def greedy_time_s(policy: Any, instance: Instance, lookahead: bool, plan: bool) -> float | None:
+def greedy_time_s(policy: Any, instance: Instance, lookahead: bool | str, plan: bool) -> float | None:
     """The iteration time of the network's own greedy rollout on ``instance`` (``None``: no
     completed episode)."""
     from agents.inference import sampled_rollouts
@@ -108,7 +108,7 @@ def learn_run(
     final gap is then that evaluation's)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from agents.config import config_from_dict
+    from agents.config import config_from_dict, lookahead_mode
     from agents.train import build_model, make_vec_env, seed_everything
     from hulk_env.feasibility import Padding
     from hulk_env.generators import InstanceListGenerator
@@ -123,7 +123,7 @@ def learn_run(
     curve: list[tuple[int, float | None]] = []
 
     def evaluate(steps: int) -> None:
-        gap = gap_of(greedy_time_s(model.policy, instance, cfg.env.lookahead, cfg.env.plan), chain_dp_s)
+        gap = gap_of(greedy_time_s(model.policy, instance, lookahead_mode(cfg), cfg.env.plan), chain_dp_s)
         curve.append((steps, gap))
         if log:
             log(f"{name} seed {seed}: {steps:,} steps, greedy gap to latency-chain-dp "

@@ -59,6 +59,10 @@ class EnvConfig:
         invalid_action: ``fallback`` or ``penalty`` (never reached with masking).
         lookahead: add the one-step lookahead observation of :mod:`agents.shaping` (the
             shaped reward of every action, from one batched cost-model call per step).
+        completion: how the lookahead and the stay shaping complete a partial placement
+            (:mod:`agents.shaping`): ``stay`` (the open replica's rest on its last machine, the
+            replicas opened so far) or ``pipeline`` (stay or follow the previous replica; later
+            replicas copy the open one; the witness's re-plan where none fits in memory).
         plan: add the stage DP's plan from the policy's start machine (:mod:`agents.plan`).
         cities: ``random``, ``generalist``: the city pool of the training clusters (names of
             :data:`hulk_env.hardware.geo.CITIES`); empty = every city (``random``) or
@@ -80,6 +84,7 @@ class EnvConfig:
     reward: str = "stay"
     invalid_action: str = "fallback"
     lookahead: bool = True
+    completion: str = "stay"
     plan: bool = False
     cities: list[str] = field(default_factory=list)
     machines: list[int] = field(default_factory=list)
@@ -490,3 +495,11 @@ class TrainSettings:
                  if getattr(self, key) is not None]  # fmt: skip
         base = None if isinstance(self.config, RunConfig) else str(resolve_config_path(self.config or "default"))
         return validate_config(config, base, (*self.overrides, *named))
+
+
+def lookahead_mode(config: RunConfig) -> bool | str:
+    """What the inference and saved-policy code take as ``lookahead``: ``False`` (none),
+    ``True`` (the stay completion, as every policy saved before ``env.completion`` existed) or
+    the completion rule's name."""
+    env = config.env
+    return env.completion if env.lookahead and env.completion != "stay" else bool(env.lookahead)

@@ -106,7 +106,9 @@ def instance_env(instance: Instance, lookahead: bool, shape: bool = False, plan:
 
     env = PlacementEnvV1(generator=InstanceListGenerator((instance,)), reward="terminal")
     if lookahead or shape:
-        env = StayLookahead(env, shape=shape, lookahead=lookahead)
+        # lookahead: True (the stay completion) or a completion rule's name (agents.shaping.COMPLETIONS)
+        completion = lookahead if isinstance(lookahead, str) else "stay"
+        env = StayLookahead(env, shape=shape, lookahead=bool(lookahead), completion=completion)
     return PlanHint(env) if plan else env
 
 

@@ -54,7 +54,7 @@ def save_policy(
     *,
     policy_config: dict[str, Any],
     padding: Padding,
-    lookahead: bool,
+    lookahead: bool | str,
     plan: bool = False,
     extra: dict[str, Any] | None = None,
 ) -> Path:
@@ -73,7 +73,7 @@ def save_policy(
         "env_id": ENV_ID,
         "policy": dict(policy_config),
         "padding": asdict(padding),
-        "observation": {"lookahead": bool(lookahead), "plan": bool(plan)},
+        "observation": {"lookahead": lookahead if isinstance(lookahead, str) else bool(lookahead), "plan": bool(plan)},
         "weights": WEIGHTS_FILE,
         "weights_sha256": sha256,
         **(extra or {}),
@@ -224,9 +224,14 @@ def _load_ranker(directory: Path) -> Any:
     return load_policy(directory / RANKER_DIR).policy
 
 
-def lookahead_of(meta: dict[str, Any]) -> bool:
-    """Whether a saved policy reads the ``lookahead`` observation."""
-    return _reads(meta, "lookahead")
+def lookahead_of(meta: dict[str, Any]) -> bool | str:
+    """Whether a saved policy reads the ``lookahead`` observation: ``False``, ``True`` (the
+    stay completion) or the name of its completion rule (:data:`agents.shaping.COMPLETIONS`)."""
+    observation = meta.get("observation", {})
+    value = observation.get("lookahead", False) if isinstance(observation, dict) else False
+    if isinstance(value, str):
+        return True if value == "stay" else value
+    return bool(value)
 
 
 def plan_of(meta: dict[str, Any]) -> bool:

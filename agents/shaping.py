@@ -54,10 +54,12 @@ import numpy as np
 from gymnasium import spaces
 
 from hulk_env import cost
+from hulk_env.errors import HulkInputError
 from hulk_env.rewards import log_speedup_reward
 
 LOOKAHEAD_KEY = "lookahead"
 LOOKAHEAD_CLIP = 3.0  # log time ratios: 3 = 20x slower than the best candidate
+COMPLETIONS = ("stay", "pipeline")  # StayLookahead's completion rules (see the module doc)
 
 
 def lookahead_space(max_machines: int) -> spaces.Box:
@@ -81,6 +83,34 @@ def stay_completion(placement: np.ndarray, t: int) -> np.ndarray:
     return full
 
 
+def pipeline_options(placement: np.ndarray, t: int, machines: np.ndarray) -> np.ndarray:
+    """``[K, P, D, L]``: for each machine in ``machines``, slot ``t`` (replica ``r``, layer
+    ``l``) placed there and the whole placement completed as a data-parallel pipeline:
+
+    * option 0 (*stay*): the rest of replica ``r`` stays on the machine;
+    * option 1 (*ring*, only for ``r > 0`` and ``l < L - 1``): the rest of replica ``r`` follows
+      replica ``r - 1``'s machines for the same layers;
+    * every later replica copies replica ``r`` (replicas sharing machines pay no gradient sync
+      over the network: the layout the stage DP's ``latency-chain-dp`` builds wherever memory
+      allows, Narayanan et al. 2021's "PipeDream-2BW"-style replicated pipelines).
+
+    Like the stay completion, a function of the placed slots and the candidate only (no machine
+    order enters), so the lookahead stays equivariant under relabelling.
+    """
+    n_layers = placement.shape[1]
+    r, layer = divmod(t, n_layers)
+    stay = np.repeat(placement[None], len(machines), axis=0)
+    stay[:, r, layer:] = machines[:, None]
+    options = [stay]
+    if r > 0 and layer + 1 < n_layers:
+        ring = stay.copy()
+        ring[:, r, layer + 1 :] = placement[r - 1, layer + 1 :]
+        options.append(ring)
+    out = np.stack(options, axis=1)
+    out[:, :, r + 1 :] = out[:, :, r : r + 1]
+    return out
+
+
 def candidate_completions(placement: np.ndarray, t: int, machines: np.ndarray) -> np.ndarray:
     """``[K, r + 1, L]``: for each machine in ``machines``, slot ``t`` (replica ``r``) placed
     there and the rest of its replica staying there (:func:`stay_completion` after the step)."""
@@ -89,6 +119,54 @@ def candidate_completions(placement: np.ndarray, t: int, machines: np.ndarray) -
     out = np.repeat(placement[None, : r + 1], len(machines), axis=0)
     out[:, r, layer:] = machines[:, None]
     return out
+
+
+def pipeline_times(state: Any, t: int, machines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``([K] seconds, [K] fits)``: for each machine, the fastest :func:`pipeline_options`
+    completion after slot ``t`` goes there that fits in memory; where none fits, the witness's
+    re-plan from that machine (:func:`hulk_env.completion.replan`: the open replica fills the
+    machine as far as memory allows, then its other machines, then the roomiest new ones;
+    later replicas on the roomiest machines), which fits by construction; where that finds
+    none either, the fastest option's time and ``fits = False``.
+
+    Why the re-plan: a completion that does not fit has a time the cost model computes as if
+    memory were unbounded, and on a memory-tight instance *every* stay completion overflows
+    (a LLaMA-65B replica on one machine): ranking machines by those times sends the greedy
+    back and forth between the two fastest machines until the mask stops it (measured:
+    +151% over ``latency-chain-dp`` untrained, unmoved by 2,048 PPO steps).
+
+    ``state``: the env's episode (``placement``, ``static.instance``, and for the re-plan a
+    ``witness``, as :class:`hulk_env.env.PlacementEnvV1` keeps); one batched cost-model call,
+    plus one for the re-plans when there are any.
+    """
+    from hulk_env.completion import replan
+
+    inst = state.static.instance
+    batch = pipeline_options(state.placement, t, machines)
+    k, p = batch.shape[:2]
+    times = cost.iteration_times(inst.cluster, inst.workload, batch.reshape(k * p, *batch.shape[2:]))
+    seconds = times.iteration_time_s.reshape(k, p)
+    ok = np.asarray(times.memory_feasible).reshape(k, p)
+    best = np.where(ok, seconds, np.inf).min(axis=1)
+    fits = ok.any(axis=1)
+    witness = getattr(state, "witness", None)
+    missing = np.flatnonzero(~fits)
+    if len(missing) and witness is not None:
+        static = witness.static
+        placed_before = static.replicas_bytes(state.placement, t // static.num_layers)
+        plans, rows = [], []
+        for i in missing.tolist():
+            plan = replan(static, state.placement, t, int(machines[i]), placed_before)
+            if plan is not None:
+                plans.append(plan)
+                rows.append(i)
+        if plans:
+            planned = cost.iteration_times(inst.cluster, inst.workload, np.stack(plans))
+            good = np.asarray(planned.memory_feasible, dtype=bool)
+            idx = np.asarray(rows)[good]
+            best[idx] = planned.iteration_time_s[good]
+            fits[idx] = True
+    return np.where(np.isfinite(best), best, seconds.min(axis=1)), fits
 
 
 class StayLookahead(gym.Wrapper):
@@ -100,10 +178,13 @@ class StayLookahead(gym.Wrapper):
         lookahead: add the ``lookahead`` observation key.
     """
 
-    def __init__(self, env: gym.Env, shape: bool = True, lookahead: bool = True) -> None:
+    def __init__(self, env: gym.Env, shape: bool = True, lookahead: bool = True, completion: str = "stay") -> None:
         super().__init__(env)
+        if completion not in COMPLETIONS:
+            raise HulkInputError(f"unknown lookahead completion '{completion}'; choose one of {', '.join(COMPLETIONS)}", field="env.completion")
         self.shape = shape
         self.lookahead = lookahead
+        self.completion = completion
         self.potential = 0.0
         # (id(workload), replicas) -> (workload, prefix workload); holding the workload keeps
         # its id from being reused by another instance's while it is cached.
@@ -148,6 +229,12 @@ class StayLookahead(gym.Wrapper):
         s = self.env.unwrapped.state
         static = s.static
         inst = static.instance
+        if self.completion == "pipeline":
+            if s.t == 0:
+                return 0.0
+            last = int(s.placement.reshape(-1)[s.t - 1])
+            time_s = pipeline_times(s, s.t - 1, np.array([last]))[0][0]
+            return log_speedup_reward(time_s, static.reference_time_s)
         full = stay_completion(s.placement, s.t)
         if len(full) == 0:
             return 0.0
@@ -163,7 +250,11 @@ class StayLookahead(gym.Wrapper):
             static = s.static
             inst = static.instance
             valid = np.flatnonzero(s.mask[: static.num_machines])
-            if len(valid):
+            if len(valid) and self.completion == "pipeline":
+                t, fits = pipeline_times(s, s.t, valid)
+                gains[valid, 0] = np.maximum(np.log(t.min() / t), -LOOKAHEAD_CLIP)
+                gains[valid, 1] = fits
+            elif len(valid):
                 batch = candidate_completions(s.placement, s.t, valid)
                 workload = self._workload(inst.workload, batch.shape[1])
                 times = cost.iteration_times(inst.cluster, workload, batch)

@@ -54,7 +54,14 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents.config import RunConfig, TrainSettings, config_from_dict, config_text, validate_config
+from agents.config import (
+    RunConfig,
+    TrainSettings,
+    config_from_dict,
+    config_text,
+    lookahead_mode,
+    validate_config,
+)
 from agents.files import atomic_torch_save, safe_torch_load
 from agents.plan import PlanHint
 from agents.policy import policy_class_and_kwargs
@@ -120,7 +127,7 @@ def make_env(generator: Any, padding: Padding, config: RunConfig) -> gym.Env:
         invalid_action=config.env.invalid_action,
     )
     if reward == "stay" or config.env.lookahead:
-        env = StayLookahead(env, shape=reward == "stay", lookahead=config.env.lookahead)
+        env = StayLookahead(env, shape=reward == "stay", lookahead=config.env.lookahead, completion=config.env.completion)
     if config.env.plan:
         env = PlanHint(env)
     return Monitor(PlacementMetrics(env))
@@ -313,7 +320,7 @@ class Validation(BaseCallback):
         for inst, ref in zip(self.instances, self.reference_s, strict=True):
             # The decision that ships (policy_placement): with the plan, the fastest candidate.
             done = sampled_rollouts(
-                policy, inst, self.config.env.lookahead, plan=self.config.env.plan, starts=START_CANDIDATES
+                policy, inst, lookahead_mode(self.config), plan=self.config.env.plan, starts=START_CANDIDATES
             )
             best = min((r.iteration_time_s for r in done), default=None)
             rewards.append(DEAD_END_REWARD if best is None else log_speedup_reward(best, ref))
@@ -324,7 +331,7 @@ class Validation(BaseCallback):
             self.best_mean_reward = mean
             save_policy(
                 policy, self.run_dir / BEST_POLICY_DIR, policy_config=asdict(self.config.policy), padding=self.padding,
-                lookahead=self.config.env.lookahead, plan=self.config.env.plan,
+                lookahead=lookahead_mode(self.config), plan=self.config.env.plan,
                 extra={"num_timesteps": int(timesteps), "mean_reward": mean},
             )  # fmt: skip
         path = self.run_dir / EVALUATIONS_CSV
@@ -374,7 +381,7 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
     log = print  # minutes of work before PPO's progress bar: say where it is
     rng = np.random.default_rng([tc.seed, IMITATION_SEED])
     started = time.perf_counter()
-    make_env = partial(instance_env, lookahead=config.env.lookahead, shape=config.env.reward == "stay", plan=config.env.plan)
+    make_env = partial(instance_env, lookahead=lookahead_mode(config), shape=config.env.reward == "stay", plan=config.env.plan)
     demos, episodes = [], []
     for i in range(im.demonstrations):
         demo = demonstrate(generator(rng), im.methods, tc.seed, polish_budget=im.polish_budget)
@@ -408,7 +415,7 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
         result = behaviour_cloning(policy, episodes, settings, on_epoch=on_epoch)
     save_policy(
         policy, run_dir / BC_POLICY_DIR, policy_config=asdict(config.policy), padding=padding,
-        lookahead=config.env.lookahead, plan=config.env.plan, extra={"num_timesteps": 0},
+        lookahead=lookahead_mode(config), plan=config.env.plan, extra={"num_timesteps": 0},
     )  # fmt: skip
     summary = {
         "demonstrations": len(demos), "slots": slots, "slots_relabelled": relabelled,
@@ -445,7 +452,8 @@ def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[
         "entry_point": "hulk_env.env:PlacementEnvV1",
         "kwargs": kwargs,
         "wrappers": [
-            f"agents.shaping.StayLookahead(shape={config.env.reward == 'stay'}, lookahead={config.env.lookahead})",
+            f"agents.shaping.StayLookahead(shape={config.env.reward == 'stay'}, lookahead={config.env.lookahead}, "
+            f"completion='{config.env.completion}')",
             *(["agents.plan.PlanHint"] if config.env.plan else []),
             "agents.train.PlacementMetrics", "stable_baselines3.common.monitor.Monitor",
         ],
@@ -562,7 +570,7 @@ def _train_in(
     meta = {"num_timesteps": int(model.num_timesteps)}
     save_policy(
         model.policy, run_dir / FINAL_POLICY_DIR,
-        policy_config=asdict(config.policy), padding=padding, lookahead=config.env.lookahead, plan=config.env.plan, extra=meta,
+        policy_config=asdict(config.policy), padding=padding, lookahead=lookahead_mode(config), plan=config.env.plan, extra=meta,
     )
     vec_env.close()
     return run_dir

@@ -21,8 +21,8 @@ Figures:
   ``analytic_vs_sim_by_setting`` gives each variant's worst; ``analytic_vs_sim_one_device_median``
   the same placements evaluated as one device per machine (the pipeline model's own gap, e.g.
   replicas sharing machines, which the new terms inherit).
-- ``settings_used``: how often each choice was picked (``tensor_parallel``, ``zero``,
-  ``micro_batch_size``).
+- ``settings_used``: how often each choice was picked (:data:`SETTING_KEYS`; ``sync`` stays
+  ``every-step`` unless pinned: the planner never trades convergence for speed).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ SETTINGS_SUITE: tuple[SettingsCase, ...] = (
     SettingsCase("a100-3region-llama70b", ("Ashburn", "Frankfurt", "Tokyo"), 4, "A100-80GB", "llama-2-70b", 1),
 )
 SMALL_SUITE = SETTINGS_SUITE[:2]
+SETTING_KEYS = ("tensor_parallel", "zero", "micro_batch_size", "num_micro_batches", "sync")
 # The same placement as one device per machine (the model before plan settings): its error is
 # the pipeline model's own (docs: hulk bench cost), the baseline of the variants' errors.
 BASE = {"tensor_parallel": 0, "zero": 0, "sync": "every-step"}
@@ -134,6 +135,17 @@ def spread_placement(cluster, replicas: int, num_layers: int, depth: int = 2) ->
     return rows
 
 
+def settings_used(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """Per setting of :data:`SETTING_KEYS`, how many rows' chosen plans picked each value
+    (rows without a plan count nowhere)."""
+    used: dict[str, Counter] = {k: Counter() for k in SETTING_KEYS}
+    for r in rows:
+        for k in used:
+            if "settings" in r:
+                used[k][str(r["settings"][k])] += 1
+    return {k: dict(v) for k, v in used.items()}
+
+
 def bench_settings(small: bool = False, method: str = "latency-chain-dp") -> dict:
     """The figures of the module docstring over :data:`SETTINGS_SUITE` (or :data:`SMALL_SUITE`)."""
     rows = [bench_case(case, method) for case in (SMALL_SUITE if small else SETTINGS_SUITE)]
@@ -144,11 +156,6 @@ def bench_settings(small: bool = False, method: str = "latency-chain-dp") -> dic
     for r in rows:
         for label, e in r.get("sim_errors", {}).items():
             by_setting.setdefault(label, []).append(e)
-    used: dict[str, Counter] = {k: Counter() for k in ("tensor_parallel", "zero", "micro_batch_size")}
-    for r in rows:
-        for k in used:
-            if "settings" in r:
-                used[k][str(r["settings"][k])] += 1
     return {
         "instances": len(rows),
         "joint_vs_pp_dp_geomean": float(np.exp(np.mean(np.log(ratios)))) if ratios else float("nan"),
@@ -158,7 +165,7 @@ def bench_settings(small: bool = False, method: str = "latency-chain-dp") -> dic
         "analytic_vs_sim_p95": float(np.percentile(errors, 95)) if errors else float("nan"),
         "analytic_vs_sim_by_setting": {k: float(max(v)) for k, v in by_setting.items() if not k.endswith("one_device")},
         "analytic_vs_sim_one_device_median": float(np.median(base)) if base else float("nan"),
-        "settings_used": {k: dict(v) for k, v in used.items()},
+        "settings_used": settings_used(rows),
         "cost_evals": sum(r["cost_evals"] for r in rows),
         "rows": rows,
     }

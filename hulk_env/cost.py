@@ -30,7 +30,18 @@ Pipeline (per micro-batch):
   machine can make ``P < B`` and the bottleneck must still do ``m`` slots of work. The second
   is the 1F1B window: with only ``k_r < m`` micro-batches in flight, micro-batch ``k_r`` waits
   for micro-batch 0's whole round trip. Both refinements come from the schedule simulator
-  (:mod:`hulk_env.simulate`), the ground truth this model is measured against.
+  (:mod:`hulk_env.simulate`), the ground truth this model is measured against. Under plan
+  settings (below) also ``T_pp = max(T_pp, max_x (h_x + m C_x + t_x))``
+  (:func:`machine_bound_s`): machine ``x``
+  runs its ``m C_x`` seconds one task at a time, not before ``h_x`` (the earliest forward start
+  of its slots, the longest path to it) and followed by at least ``t_x`` (the shortest
+  backward path from its slots back to their first layers). A lower bound of every schedule
+  (Graham 1969's list-scheduling argument), it binds where replicas share a pipeline: the
+  textbook fills the pipeline with one replica's ``P`` while the bottleneck works through
+  ``D m`` slots (the planner's plans on few machines: 15% under the simulator before it).
+  For one replica on a chain of stages ``h_x + C_x + t_x <= P``, so it changes nothing there.
+  With default settings it is left out, so the one-device model's figures (and the shipped
+  search references computed with them) stay bit-identical; it would bind there too.
 
 Data-parallel gradient sync (the rings and their bytes: :mod:`hulk_env.traffic`): for each layer
 ``l`` the distinct machines of ``machine[:, l]`` in replica order (first occurrence kept) form a
@@ -272,8 +283,12 @@ def evaluate_batch(
     bottleneck = np.maximum(max_compute, max_link)
     kind = np.where(max_link > max_compute, BOTTLENECK_LINK, BOTTLENECK_MACHINE)
     index = np.where(kind == BOTTLENECK_LINK, link_index, compute.argmax(axis=1))
-    first = first_micro_batch_s(cluster, workload, mach)
+    plan = parallelism.plan_active(workload)
+    paths = latency_paths_s(cluster, workload, mach, slots=plan)
+    first = paths.first_s
     pipeline = pipeline_time_s(workload, first, bottleneck, stash_micro_batches(workload, mach))
+    if plan:  # the per-machine bound of plan settings (module docstring)
+        pipeline = np.maximum(pipeline, machine_bound_s(workload, compute, mach, paths))
     dp = dp_sync_s(cluster, workload, mach, pipeline_s=pipeline)
     mem = memory_use_bytes(cluster, workload, mach)
     nmb = workload.num_micro_batches
@@ -508,11 +523,35 @@ def _link_bottleneck(cluster: Cluster, workload: Workload, mach: np.ndarray) -> 
 
 def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
     """``[N, D]`` forward + backward latency ``P_r`` of one micro-batch of each replica."""
+    return latency_paths_s(cluster, workload, mach, slots=False).first_s
+
+
+class LatencyPaths(NamedTuple):
+    """One micro-batch's longest paths through the placed DAG (no queueing), per slot.
+
+    Attributes:
+        first_s: ``[N, D]`` ``P_r``, forward + backward latency of one micro-batch.
+        head_s: ``[N, D, L]`` earliest start of the slot's forward (the longest path to it).
+        tail_s: ``[N, D, L]`` what must follow the end of the slot's backward: the longest
+            backward path from it to the replica's first layers, transfers included.
+    """
+
+    first_s: np.ndarray
+    head_s: np.ndarray
+    tail_s: np.ndarray
+
+
+def latency_paths_s(cluster: Cluster, workload: Workload, mach: np.ndarray, slots: bool = True) -> LatencyPaths:
+    """``P_r`` and every slot's head and tail (:class:`LatencyPaths`; with ``slots=False``
+    ``P_r`` only, heads and tails left zero), node weights ``f_l / F_m`` forward and
+    ``(2 f_l + g_l) / F_m`` backward (plus tensor-parallel all-reduces and MoE waits), edge
+    weights ``alpha_ab + a_u / beta_ab``."""
     wait = moe.a2a_latency_s(cluster, workload, mach) if workload.moe is not None else None
     if len(mach) == 1 and not parallelism.intra_active(workload):
         # One placement (the env's episode end): Python floats beat the ~6 numpy calls per
         # edge on [1, D] arrays, 12x on a 26-layer chain; same operations in the same order.
-        return np.array([_first_micro_batch_one(cluster, workload, mach[0], wait)])  # [1, D]
+        first, head, tail = _latency_paths_one(cluster, workload, mach[0], wait, slots)
+        return LatencyPaths(np.array([first]), np.array([head]), np.array([tail]))
     lat, bw, act = cluster.latency_s, cluster.bandwidth_bps, workload.activation_bytes
     if parallelism.intra_active(workload):  # node weights with tensor-parallel all-reduces
         table, layers = parallelism.layer_seconds(cluster, workload), np.arange(workload.num_layers)
@@ -523,12 +562,15 @@ def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) 
     if wait is not None:  # each MoE slot waits for its all-to-all in both passes
         fwd_s, back_s = fwd_s + wait, back_s + wait
     n_layers = workload.num_layers
+    n, d = mach.shape[:2]
+    head = np.zeros((n, d, n_layers))
     finish = [np.empty(0)] * n_layers
     for v in range(n_layers):
         ready = 0.0
         for u in workload.predecessors[v]:
             a, b = mach[:, :, u], mach[:, :, v]
             ready = np.maximum(ready, finish[u] + lat[a, b] + act[u] / bw[a, b])
+        head[:, :, v] = ready
         finish[v] = ready + fwd_s[:, :, v]
     sinks = [v for v in range(n_layers) if not workload.successors[v]]
     loss = np.max([finish[v] for v in sinks], axis=0)
@@ -539,7 +581,37 @@ def first_micro_batch_s(cluster: Cluster, workload: Workload, mach: np.ndarray) 
             a, b = mach[:, :, u], mach[:, :, v]
             ready = np.maximum(ready, back[v] + lat[b, a] + act[u] / bw[b, a])
         back[u] = ready + back_s[:, :, u]
-    return np.max(back, axis=0)
+    tail = np.zeros((n, d, n_layers))
+    for u in range(n_layers if slots else 0):
+        for p in workload.predecessors[u]:
+            a, b = mach[:, :, u], mach[:, :, p]
+            tail[:, :, u] = np.maximum(tail[:, :, u], tail[:, :, p] + back_s[:, :, p] + lat[a, b] + act[p] / bw[a, b])
+    return LatencyPaths(np.max(back, axis=0), head, tail)
+
+
+def machine_bound_s(workload: Workload, compute_s: np.ndarray, mach: np.ndarray, paths: LatencyPaths) -> np.ndarray:
+    """``[N]`` ``max_x (min head_x + m C_x + min tail_x)``: no schedule ends sooner.
+
+    Machine ``x`` runs one task at a time, ``m C_x`` seconds of them in all; its first task
+    cannot start before the earliest head of its slots and its last (a backward) leaves at
+    least the shortest tail of its slots to do. The textbook ``P + (m - 1) B`` treats the
+    replicas of a machine as one micro-batch of ``C_x`` seconds whose fill is one replica's
+    ``P``; when replicas share a pipeline (the planner's plans on few machines) the fill and
+    drain of the bottleneck machine are those of a single replica slot while it works
+    through ``D m`` of them, which this bound sees (the list-scheduling lower bound,
+    Graham 1969; the simulator's schedule can only be longer). For one replica on a chain of
+    stages it never exceeds ``P + (m - 1) B`` (``head + C_x + tail <= P``), so it changes
+    nothing there.
+    """
+    n, m = compute_s.shape
+    keys = (np.arange(n)[:, None, None] * m + mach).ravel()
+    head = np.full(n * m, np.inf)
+    tail = np.full(n * m, np.inf)
+    np.minimum.at(head, keys, paths.head_s.ravel())
+    np.minimum.at(tail, keys, paths.tail_s.ravel())
+    used = np.isfinite(head)
+    bound = np.where(used, head + workload.num_micro_batches * compute_s.ravel() + tail, 0.0)
+    return bound.reshape(n, m).max(axis=1)
 
 
 def pipeline_time_s(workload: Workload, first_s: np.ndarray, bottleneck_s: np.ndarray, stash: np.ndarray) -> np.ndarray:
@@ -564,12 +636,20 @@ def _first_micro_batch_one(
 ) -> list[float]:
     """``P_r`` per replica of one placement ``[D, L]``: :func:`first_micro_batch_s` in floats
     (``wait``: ``[1, D, L]`` all-to-all seconds of MoE slots, added to both passes)."""
+    return _latency_paths_one(cluster, workload, mach, wait, slots=False)[0]
+
+
+def _latency_paths_one(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, wait: np.ndarray | None = None, slots: bool = True
+) -> tuple[list[float], list[list[float]], list[list[float]]]:
+    """:func:`latency_paths_s` of one placement ``[D, L]`` in floats: ``P_r`` per replica and
+    per replica the heads and tails of its slots."""
     lat, bw = cluster.latency_s.item, cluster.bandwidth_bps.item
     act, flops, speed = workload.activation_bytes.tolist(), workload.flops.tolist(), cluster.flops.tolist()
     back_flops = backward_flops(workload).tolist()
     preds, succs, n_layers = workload.predecessors, workload.successors, workload.num_layers
     sinks = [v for v in range(n_layers) if not succs[v]]
-    per_replica = []
+    per_replica, heads, tails = [], [], []
     for r, row in enumerate(mach.tolist()):
         fwd = [flops[v] / speed[row[v]] for v in range(n_layers)]
         bwd = [back_flops[u] / speed[row[u]] for u in range(n_layers)]
@@ -578,11 +658,13 @@ def _first_micro_batch_one(
             fwd = [x + y for x, y in zip(fwd, extra, strict=True)]
             bwd = [x + y for x, y in zip(bwd, extra, strict=True)]
         finish = [0.0] * n_layers
+        head = [0.0] * n_layers
         for v in range(n_layers):
             ready = 0.0
             for u in preds[v]:
                 a, b = row[u], row[v]
                 ready = max(ready, finish[u] + lat(a, b) + act[u] / bw(a, b))
+            head[v] = ready
             finish[v] = ready + fwd[v]
         loss = max(finish[v] for v in sinks)
         back = [0.0] * n_layers
@@ -592,8 +674,15 @@ def _first_micro_batch_one(
                 a, b = row[u], row[v]
                 ready = max(ready, back[v] + lat(b, a) + act[u] / bw(b, a))
             back[u] = ready + bwd[u]
+        tail = [0.0] * n_layers
+        for u in range(n_layers if slots else 0):
+            for p in preds[u]:
+                a, b = row[u], row[p]
+                tail[u] = max(tail[u], tail[p] + bwd[p] + lat(a, b) + act[p] / bw(a, b))
         per_replica.append(max(back))
-    return per_replica
+        heads.append(head)
+        tails.append(tail)
+    return per_replica, heads, tails
 
 
 def ring_allreduce_s(cluster: Cluster, rings: Rings) -> np.ndarray:
@@ -736,11 +825,13 @@ def _iteration_times(
 ) -> np.ndarray:
     """``[N]`` iteration times of validated placements (no dense link matrix); ``T_pp`` alone
     with ``pipeline_only``."""
-    compute = machine_compute_s(cluster, workload, mach).max(axis=1)
-    bottleneck = np.maximum(compute, _max_link_occupancy_s(cluster, workload, mach))
-    first = first_micro_batch_s(cluster, workload, mach)
-    stash = stash_micro_batches(workload, mach)
-    pipeline = pipeline_time_s(workload, first, bottleneck, stash)
+    compute = machine_compute_s(cluster, workload, mach)
+    bottleneck = np.maximum(compute.max(axis=1), _max_link_occupancy_s(cluster, workload, mach))
+    plan = parallelism.plan_active(workload)
+    paths = latency_paths_s(cluster, workload, mach, slots=plan)
+    pipeline = pipeline_time_s(workload, paths.first_s, bottleneck, stash_micro_batches(workload, mach))
+    if plan:
+        pipeline = np.maximum(pipeline, machine_bound_s(workload, compute, mach, paths))
     if pipeline_only:
         return pipeline
     return pipeline + dp_sync_s(cluster, workload, mach, pipeline_s=pipeline)

@@ -27,7 +27,7 @@ from hulk_env.hardware import cloud_regions, geo
 from hulk_env.workload import Workload
 
 PRICES_DIR = Path(__file__).parent / "cluster" / "data" / "prices"
-PRICES_DATE = "2024-06"
+PRICES_DATE = "2025-06"  # the list in effect when checked (2026-12): AWS cut P4/P5 prices in June 2025
 TIERS = ("same_zone", "same_region", "same_continent", "across_continents", "across_providers")
 
 

@@ -229,3 +229,24 @@ def settings_of(workload: Workload) -> dict:
     if workload.sync == "diloco":
         out |= {"inner_steps": workload.inner_steps, "outer_bits": workload.outer_bits, "streaming": workload.streaming}
     return out
+
+
+PLAN_INFO_KEYS = (
+    "tensor_parallel", "zero", "sync", "micro_batch_size", "num_micro_batches", "inner_steps", "outer_bits", "streaming",
+)
+
+
+def plan_info(workload: Workload) -> dict:
+    """Every plan setting under fixed keys (:data:`PLAN_INFO_KEYS`), one type per key whatever
+    the settings (the env's ``info["plan_settings"]``: Gymnasium's vector envs stack infos key
+    by key across instances; :func:`settings_of` drops the DiLoCo keys under every-step sync)."""
+    return {
+        "tensor_parallel": int(workload.tensor_parallel),
+        "zero": int(workload.zero),
+        "sync": str(workload.sync),
+        "micro_batch_size": int(workload.micro_batch_size),
+        "num_micro_batches": int(workload.num_micro_batches),
+        "inner_steps": int(workload.inner_steps),
+        "outer_bits": int(workload.outer_bits),
+        "streaming": bool(workload.streaming),
+    }

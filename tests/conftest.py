@@ -14,6 +14,11 @@ from hulk_env.cluster import paper_data_dir
 BAD_FILES = Path(__file__).resolve().parent / "data" / "bad"
 CPU_LOG_ENV = "HULK_TEST_CPU_LOG"  # a file: each test's CPU seconds (its own and its children's)
 
+# pytest-xdist sets COLUMNS in its workers (the main process's width); the CLI takes COLUMNS as a
+# terminal's width and wraps its tables in it, where a serial run prints them whole: unset it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+
 
 def _cpu_s() -> float:
     children = resource.getrusage(resource.RUSAGE_CHILDREN)

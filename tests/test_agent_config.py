@@ -123,3 +123,23 @@ def test_saved_config_round_trips(tmp_path):
     again = load_config(tmp_path / "config.yaml")
     assert again == cfg
     assert config_from_dict(cfg.to_dict()) == cfg
+
+
+def test_lookahead_completion_setting_and_saved_policy_field():
+    """``env.completion`` is checked by name; a saved policy records the rule (and policies
+    saved before the setting, ``lookahead: true``, read as the stay completion)."""
+    from agents.config import lookahead_mode
+    from agents.saved_policy import lookahead_of
+    from hulk_env.validation.schemas import PolicyObservation
+
+    assert lookahead_mode(load_config(None, ["env.completion=pipeline"])) == "pipeline"
+    assert lookahead_mode(load_config(None, ["env.completion=stay"])) is True
+    assert lookahead_mode(load_config(None, ["env.completion=pipeline", "env.lookahead=false"])) is False
+    with pytest.raises(HulkInputError, match="env.completion"):
+        load_config(None, ["env.completion=pipe"])
+    assert lookahead_of({"observation": {"lookahead": "pipeline"}}) == "pipeline"
+    assert lookahead_of({"observation": {"lookahead": "stay"}}) is True
+    assert lookahead_of({"observation": {"lookahead": True}}) is True
+    assert PolicyObservation.model_validate({"lookahead": "pipeline"}).lookahead == "pipeline"
+    with pytest.raises(ValueError, match="pipeline"):
+        PolicyObservation.model_validate({"lookahead": "other"})

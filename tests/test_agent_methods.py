@@ -15,7 +15,7 @@ from agents.methods import (
     pretrained_policy,
 )
 from hulk_env import cost
-from hulk_env.evaluation import load_suite
+from hulk_env.evaluation import load_suite, suite_instance
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_both_methods_are_registered(methods):
 
 @pytest.mark.parametrize("index", [0, 3])
 def test_search_polish_is_never_worse_than_the_policy_and_stays_in_budget(methods, index):
-    inst = load_suite("unseen-v0")[index]
+    inst = suite_instance("unseen-v0", index)
     greedy = methods["gnn-ppo"](inst, 0, None)
     polished = methods["gnn-ppo+search"](inst, 0, 2_000)
     assert greedy.feasible and polished.feasible
@@ -51,7 +51,7 @@ def test_search_polish_is_never_worse_than_the_policy_and_stays_in_budget(method
 
 
 def test_sampling_more_never_hurts(methods):
-    inst = load_suite("unseen-v0")[4]
+    inst = suite_instance("unseen-v0", 4)
     one, more = (methods["gnn-ppo"](inst, 0, b) for b in (None, 4))
     t = [cost.iteration_time(inst.cluster, inst.workload, r.placement) for r in (one, more)]
     assert t[1] <= t[0] * (1 + 1e-12) and more.cost_evals > one.cost_evals

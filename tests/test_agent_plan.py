@@ -322,9 +322,9 @@ def test_the_batched_greedy_rollout_is_the_step_by_step_one(suite, index):
     whether the policy follows the plan (a real network, untrained, mostly does not; a follower
     does; one that leaves it every third slot, mid-guess), and a follower needs a few
     passes, not one per slot. Plans over 4 and 20 machines; D = 4 and memory-tight D = 4."""
-    from hulk_env.evaluation import load_suite
+    from hulk_env.evaluation import suite_instance
 
-    inst = load_suite(suite)[index]
+    inst = suite_instance(suite, index)
     net, env = _plan_net_and_env(inst)
     slots = inst.workload.data_parallel * inst.num_layers
     with torch.inference_mode():

@@ -7,9 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from agents.shaping import LOOKAHEAD_KEY, StayLookahead, candidate_completions, stay_completion
+from agents.shaping import (
+    LOOKAHEAD_KEY,
+    StayLookahead,
+    candidate_completions,
+    pipeline_options,
+    stay_completion,
+)
 from hulk_env import cost
-from hulk_env.env import PlacementEnv
+from hulk_env.env import PlacementEnv, PlacementEnvV1
+from hulk_env.errors import HulkInputError
 from hulk_env.generators import ToyGenerator
 
 
@@ -25,12 +32,31 @@ def test_stay_completion_and_candidates():
     assert cands.tolist() == [[[3, 1, 1, 2], [7, 7, 7, 7]]]
 
 
-@pytest.mark.parametrize("shape", [True, False])
-def test_returns_equal_the_terminal_reward(shape):
+def test_pipeline_options():
+    """Replica 0: stay, later replicas copy it; replica r > 0: stay or follow replica r - 1."""
+    placement = np.array([[3, 1, -1, -1], [-1, -1, -1, -1], [-1, -1, -1, -1]])
+    out = pipeline_options(placement, 2, np.array([0, 5]))
+    assert out.shape == (2, 1, 3, 4)
+    assert out[1, 0].tolist() == [[3, 1, 5, 5]] * 3
+    placement = np.array([[3, 1, 1, 2], [4, -1, -1, -1], [-1, -1, -1, -1]])
+    out = pipeline_options(placement, 5, np.array([7]))
+    assert out.shape == (1, 2, 3, 4)
+    assert out[0, 0].tolist() == [[3, 1, 1, 2], [4, 7, 7, 7], [4, 7, 7, 7]]  # stay
+    assert out[0, 1].tolist() == [[3, 1, 1, 2], [4, 7, 1, 2], [4, 7, 1, 2]]  # ring
+    assert pipeline_options(placement, 7, np.array([7])).shape == (1, 1, 3, 4)  # last layer: no ring
+    with pytest.raises(HulkInputError, match="completion"):
+        StayLookahead(PlacementEnv(generator=ToyGenerator(), reward="terminal"), completion="nope")
+
+
+@pytest.mark.parametrize(
+    ("shape", "completion"), [(True, "stay"), (False, "stay"), pytest.param(True, "pipeline", marks=pytest.mark.slow)]
+)
+def test_returns_equal_the_terminal_reward(shape, completion):
     """Over many fresh toy instances (D in {1, 2}): the shaped return is the env's terminal
     return; the lookahead gain is 0 for the best valid machine and masked ones, <= 0 elsewhere;
     a machine whose stay completion fits is never one whose completion breaks memory."""
-    env = StayLookahead(PlacementEnv(generator=ToyGenerator(), reward="terminal"), shape=shape)
+    base = PlacementEnvV1 if completion == "pipeline" else PlacementEnv  # v1 keeps the witness the re-plan reads
+    env = StayLookahead(base(generator=ToyGenerator(), reward="terminal"), shape=shape, completion=completion)
     rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=0)
     for _ in range(300):
@@ -55,8 +81,10 @@ def test_returns_equal_the_terminal_reward(shape):
         obs, _ = env.reset()
 
 
-def test_lookahead_is_the_shaped_reward_up_to_a_constant():
-    env = StayLookahead(PlacementEnv(generator=ToyGenerator(), reward="terminal"))
+@pytest.mark.parametrize("completion", ["stay", pytest.param("pipeline", marks=pytest.mark.slow)])
+def test_lookahead_is_the_shaped_reward_up_to_a_constant(completion):
+    base = PlacementEnvV1 if completion == "pipeline" else PlacementEnv
+    env = StayLookahead(base(generator=ToyGenerator(), reward="terminal"), completion=completion)
     obs, _ = env.reset(seed=4)
     rng = np.random.default_rng(1)
     for _ in range(40):
@@ -69,7 +97,7 @@ def test_lookahead_is_the_shaped_reward_up_to_a_constant():
             continue
         rewards = []
         for a in valid[:2]:  # the shaped reward of two actions from the same state
-            probe = StayLookahead(PlacementEnv(generator=ToyGenerator(), reward="terminal"))
+            probe = StayLookahead(base(generator=ToyGenerator(), reward="terminal"), completion=completion)
             probe.reset(options={"instance": env.unwrapped.instance})
             for past in env.unwrapped.placement.reshape(-1)[: env.unwrapped.state.t]:
                 probe.step(int(past))
@@ -81,3 +109,17 @@ def test_lookahead_is_the_shaped_reward_up_to_a_constant():
         obs, _, terminated, truncated, _ = env.step(int(rng.choice(valid)))
         if terminated or truncated:
             obs, _ = env.reset()
+
+
+def test_pipeline_completion_sees_memory_on_a_memory_tight_instance():
+    """LLaMA-65B on 12 machines: no machine holds a whole replica, so every stay completion
+    overflows (the stay lookahead ranks machines by times that ignore memory); the pipeline
+    completion re-plans from each machine and finds completions that fit."""
+    from agents.bench_learn import bench_instance
+    from agents.inference import instance_env
+
+    inst = bench_instance("memory-tight")
+    stay, _ = instance_env(inst, True).reset(options={"instance": inst})
+    pipe, _ = instance_env(inst, "pipeline").reset(options={"instance": inst})
+    assert stay[LOOKAHEAD_KEY][:, 1].sum() == 0
+    assert pipe[LOOKAHEAD_KEY][:, 1].sum() >= 6

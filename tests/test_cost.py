@@ -52,6 +52,33 @@ def test_1f1b_window_by_hand():
     assert e2.pipeline_s == pytest.approx(12.22 + 6.0)
 
 
+def test_replicas_sharing_a_pipeline_pay_one_slots_fill_by_hand():
+    # The two-stage chain above with both replicas on machines 0 and 1: C_0 = C_1 = 2 x 6 = 12 s.
+    # The textbook max(P, B) + (m - 1) B = 12.22 + 3 x 12 = 48.22 s takes the pair of slots as
+    # one micro-batch filled in one replica's P; machine 1 cannot start before micro-batch 0's
+    # forward on machine 0 (2 + 0.01 + 0.1 s), then works 4 x 12 s, and its last backward still
+    # needs the gradient sent back and 4 s on machine 0: 2.11 + 48 + 4.11 = 54.22 s, which the
+    # simulator's GPipe schedule meets exactly. Plan settings (here ZeRO 1) take that bound; the
+    # one-device model keeps the textbook (its figures and cached references stay).
+    from hulk_env.simulate import simulate
+
+    w = make_chain([1e12, 1e12, 2e12, 2e12], [1e8] * 4, num_micro_batches=4, schedule="gpipe", data_parallel=2)
+    placement = np.array([[0, 0, 1, 1], [0, 0, 1, 1]])
+    legacy = cost.evaluate(three_machines(), w, placement)
+    assert legacy.bottleneck_s == pytest.approx(12.0)
+    assert legacy.pipeline_s == pytest.approx(48.22)
+    planned = w.with_training(zero=1)
+    e = cost.evaluate(three_machines(), planned, placement)
+    assert e.pipeline_s == pytest.approx(54.22)
+    assert cost.evaluate_one(three_machines(), planned, placement).pipeline_s == e.pipeline_s
+    assert cost.iteration_times(three_machines(), planned, placement[None]).iteration_time_s[0] == e.iteration_time_s
+    assert simulate(three_machines(), planned, placement).pipeline_s == pytest.approx(54.22)
+    assert simulate(three_machines(), w, placement).pipeline_s == pytest.approx(54.22)
+    # 1F1B: the same bound; its schedule is 0.22 s longer (a gradient round trip).
+    e1 = cost.evaluate(three_machines(), planned.with_training(schedule="1f1b"), placement)
+    assert e1.pipeline_s == pytest.approx(54.22)
+
+
 def test_link_bound_pipeline_by_hand():
     # Huge activations over a slow link: the link 0 -> 1 is the bottleneck.
     w = make_chain([1e12, 1e12], [5e9, 1.0], num_micro_batches=3, schedule="gpipe")

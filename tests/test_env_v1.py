@@ -14,7 +14,8 @@ from hulk_env.env import MACHINE_FEATURES_V1, PlacementEnv, PlacementEnvV1, obse
 from hulk_env.env.observation import bandwidth_feature, latency_feature
 from hulk_env.env.observation_v1 import MACHINE_INDEX_V1, neighbour_lists
 from hulk_env.errors import HulkInputError
-from hulk_env.evaluation import load_suite
+from hulk_env.evaluation import load_suite, suite_instance
+from hulk_env.evaluation.suites import heldout_specs
 from hulk_env.generators import FixedGenerator, InstanceListGenerator, ToyGenerator
 from hulk_env.validation import limits
 
@@ -83,6 +84,9 @@ def assert_completes(instance, episodes: int, seed: int = 0) -> None:
 def sample(suite: str) -> list:
     """A few instances of each suite for the default run: all of tiny-v0 and hard-v0 (where memory
     binds), every third of the others up to 64 machines."""
+    if suite in heldout_specs():  # drawn alone: the rest of the suite is never looked at
+        cases = heldout_specs()[suite][0]
+        return [suite_instance(suite, k) for k in [k for k, case in enumerate(cases) if case[0] <= 64][::3]]
     instances = load_suite(suite)
     if suite in ("tiny-v0", "hard-v0"):
         return instances
@@ -94,7 +98,8 @@ def test_sampled_suite_instances_never_dead_end(suite):
     """Every suite instance admits the naive placement (so some baseline places it): random
     masked episodes and three greedy rules always complete, within memory."""
     for inst in sample(suite):
-        assert_completes(inst, episodes=5)
+        # hard-v0: the 10 episodes test_v0_dead_ends_where_v1_does_not once ran again on v1
+        assert_completes(inst, episodes=10 if suite == "hard-v0" else 5)
 
 
 @pytest.mark.slow
@@ -105,7 +110,8 @@ def test_every_suite_instance_never_dead_ends_in_1000_random_episodes(suite):
 
 
 def test_v0_dead_ends_where_v1_does_not():
-    """The point of v1: on memory-tight instances v0's per-layer mask walks into dead ends."""
+    """The point of v1: on memory-tight instances v0's per-layer mask walks into dead ends (v1
+    completes the same instances: test_sampled_suite_instances_never_dead_end[hard-v0])."""
     hard = load_suite("hard-v0")
     v0 = PlacementEnv(generator=InstanceListGenerator(tuple(hard)))
     rng = np.random.default_rng(0)
@@ -117,7 +123,6 @@ def test_v0_dead_ends_where_v1_does_not():
             while not done:
                 obs, _, done, truncated, info = v0.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
             dead += bool(info["dead_end"])
-        assert_completes(inst, episodes=10)
     assert dead > 0
 
 
@@ -186,7 +191,7 @@ def test_restoring_a_snapshot_replays_the_same_episode():
     the same actions then give the same observations, rewards (dense: the reward's own state is
     in the snapshot) and placement (memory-tight D = 4, so the witness repairs in between), and
     stepping after a restore leaves the snapshot as it was."""
-    inst = load_suite("unseen-v0")[5]
+    inst = suite_instance("unseen-v0", 5)
     env = PlacementEnvV1(generator=InstanceListGenerator((inst,)), reward="dense")
     rng = np.random.default_rng(2)
     obs, _ = env.reset()
@@ -218,7 +223,7 @@ def test_restoring_a_snapshot_replays_the_same_episode():
 
 
 def test_feature_columns_follow_the_witness_and_the_links():
-    inst = load_suite("unseen-v0")[5]  # memory-tight, D = 4
+    inst = suite_instance("unseen-v0", 5)  # memory-tight, D = 4
     env = PlacementEnvV1(generator=InstanceListGenerator((inst,)))
     obs, _ = env.reset()
     rng = np.random.default_rng(1)

@@ -145,3 +145,19 @@ def test_val_xl_v0_is_three_more_draws_of_val_x_v0s_cases(unseen, val_x):
     prints = [instance_fingerprint(i) for i in pool]
     assert len(set(prints)) == 66
     assert not set(prints) & {instance_fingerprint(i) for i in val_x + unseen}
+
+
+def test_one_instance_is_the_suites_own(unseen, val_x):
+    """suite_instance draws one held-out instance alone (tests use it instead of a whole suite):
+    the same instance as the suite's, id included; other suites index the suite; bad index says so."""
+    from hulk_env.errors import HulkInputError
+    from hulk_env.evaluation import suite_instance
+
+    for suite, pool in (("unseen-v0", unseen), ("val-x-v0", val_x)):
+        for index in (0, 5, len(pool) - 1):
+            one = suite_instance(suite, index)
+            assert one.instance_id == pool[index].instance_id
+            assert instance_fingerprint(one) == instance_fingerprint(pool[index])
+    assert instance_fingerprint(suite_instance("tiny-v0", 3)) == instance_fingerprint(load_suite("tiny-v0")[3])
+    with pytest.raises(HulkInputError, match="unseen-v0 has 22 instances; index 22 is out of range"):
+        suite_instance("unseen-v0", 22)

@@ -30,7 +30,7 @@ def test_tiers_and_prices(tmp_path):
     assert money.TIERS[tiers[0, 2]] == "across_providers"
     assert money.TIERS[tiers[0, 3]] == "across_providers"
     prices = money.machine_usd_per_hour(cluster)
-    assert prices[0] == pytest.approx(8 * 5.121) and prices[2] == pytest.approx(8 * 12.29) and prices[3] == 20
+    assert prices[0] == pytest.approx(8 * 3.4309) and prices[2] == pytest.approx(8 * 6.88) and prices[3] == 20
 
 
 def test_usd_per_iteration_by_hand(tmp_path):
@@ -43,7 +43,7 @@ def test_usd_per_iteration_by_hand(tmp_path):
     ring = 2 * 1 / 2 * float(w.params.sum()) * w.grad_bytes_per_param  # each way
     assert got.egress_bytes == pytest.approx(2 * ring)
     assert got.egress_usd == pytest.approx(2 * ring / 1e9 * 0.09)
-    assert got.rental_usd == pytest.approx(t / 3600 * 8 * (5.121 + 12.29))
+    assert got.rental_usd == pytest.approx(t / 3600 * 8 * (3.4309 + 6.88))
     assert money.usd_per_iteration(cluster, w, place) == pytest.approx(got.rental_usd + got.egress_usd)
     # DiLoCo: the exchange's bytes once every 100 steps at 8 bits instead of 16
     dil = money.dollars(cluster, w.with_training(sync="diloco", inner_steps=100, outer_bits=8), place)

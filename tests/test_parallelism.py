@@ -232,3 +232,29 @@ def test_diloco_share_100x_below_on_inter_datacenter_links(tmp_path):
     params = float(w.params.sum())
     ring_s = 2 * 2 / 3 * params / 1.25e9 + 4 * (0.040 + 0.110 + 0.080) / 3
     assert dil.dp_sync_s == pytest.approx(ring_s / 100, rel=1e-6)
+
+
+def test_env_carries_the_plan_settings_in_its_info_and_costs_under_them():
+    from hulk_env.bench_settings import SETTINGS_SUITE, case_instance
+    from hulk_env.env.placement_env import PlacementEnv
+    from hulk_env.instance import Instance
+
+    base = case_instance(SETTINGS_SUITE[0])
+    w = base.workload.with_training(tensor_parallel=8, zero=2, sync="diloco", inner_steps=100, outer_bits=8)
+    inst = Instance(base.cluster, w, "planned")
+    slots = w.data_parallel * w.num_layers
+    env = PlacementEnv(generator="toy", max_machines=8, max_layers=slots, max_edges=slots)
+    obs_base, info_base = env.reset(seed=0, options={"instance": base})
+    obs, info = env.reset(seed=0, options={"instance": inst})
+    expected = {"tensor_parallel": 8, "zero": 2, "sync": "diloco", "micro_batch_size": 1, "num_micro_batches": 8,
+                "inner_steps": 100, "outer_bits": 8, "streaming": False}  # fmt: skip
+    assert info["plan_settings"] == expected
+    assert info_base["plan_settings"]["tensor_parallel"] == 0 and set(info_base["plan_settings"]) == set(expected)
+    assert {k: v.shape for k, v in obs.items()} == {k: v.shape for k, v in obs_base.items()}
+    done = False
+    while not done:
+        obs, _, done, _, info = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
+    assert info["plan_settings"] == expected
+    placement = np.array(info["placement"])
+    assert info["iteration_time_s"] == pytest.approx(float(cost.evaluate(inst.cluster, w, placement).iteration_time_s), rel=1e-12)
+    assert info["iteration_time_s"] != pytest.approx(float(cost.evaluate(base.cluster, base.workload, placement).iteration_time_s))

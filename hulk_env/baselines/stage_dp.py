@@ -20,7 +20,9 @@ A split of layers ``0..L-1`` over the chain prefix ``c_0 .. c_{J-1}`` puts stage
 The estimate of a split is the cost model's pipeline time of a chain
 (:func:`hulk_env.cost.pipeline_time_s`: ``max(P, B) + (m - 1) B``, or the 1F1B window term when
 larger) with ``P = sum t_sum`` and ``B = max t_max``; for one replica on a chain it is the cost
-model's iteration time exactly. It grows with both ``P`` and ``B``, so Alpa's trick applies:
+model's iteration time exactly. With ``share > 1`` replicas on the chain and plan settings the
+cost model may add its machine bound (:func:`hulk_env.cost.machine_bound_s`: a stage's ``m t_c`` between its
+prefix's head and tail), which this estimate leaves out; the cost model judges every candidate. It grows with both ``P`` and ``B``, so Alpa's trick applies:
 for each bottleneck threshold ``t`` a DP minimises ``sum t_sum`` subject to every
 ``t_max <= t``, and the best threshold wins. The thresholds form a grid of ``num_thresholds``
 values: the optimal bottleneck of up to half that many stage counts (from a min-max DP), quantiles

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from hulk_env import cost
+from hulk_env import cost, parallelism
 from hulk_env.env.observation import build_static, observation_space, placement_cost
 from hulk_env.env.state import (
     EpisodeState,
@@ -110,7 +110,7 @@ class PlacementEnv(gym.Env):
 
     | event | terminated | truncated | reward (terminal) | info |
     |---|---|---|---|---|
-    | all ``D * L`` slots placed | True | False | ``R`` | ``cost``, ``iteration_time_s``, ``reference_time_s``, ``speedup``, ``placement``, ``dead_end=False`` |
+    | all ``D * L`` slots placed | True | False | ``R`` | ``cost``, ``iteration_time_s``, ``reference_time_s``, ``speedup``, ``placement``, ``plan_settings``, ``dead_end=False`` |
     | dead end: after a step, no machine can take the next layer | True | False | ``DEAD_END_REWARD`` | ``dead_end=True``, ``placement`` (``-1`` unplaced), ``reference_time_s`` |
     | ``D * L`` invalid actions (penalty mode) | False | True | -0.1 | ``placement``, ``reference_time_s`` |
 
@@ -120,7 +120,10 @@ class PlacementEnv(gym.Env):
     is ``IterationCost.to_dict()`` with ``bottleneck`` as ``[machine]`` or ``[from, to]``: one
     type per key, so Gymnasium's vector envs can stack infos across different instances. Every step's info holds ``action_mask``,
     ``invalid_action`` and ``applied_action``; ``reset``'s info holds ``action_mask``,
-    ``instance_id`` and ``reference_time_s``. Generated instances always admit the naive
+    ``instance_id``, ``reference_time_s`` and ``plan_settings`` (the instance's plan settings,
+    :func:`hulk_env.parallelism.plan_info`: tensor parallel, ZeRO, sync, micro-batches, DiLoCo's
+    inner steps, bits and streaming, under fixed keys; the cost, reward and ``cost`` breakdown
+    are under those settings). Generated instances always admit the naive
     placement, so the first step is never a dead end.
 
     ## Arguments
@@ -212,6 +215,7 @@ class PlacementEnv(gym.Env):
             "action_mask": self._state.mask.copy(),
             "instance_id": instance.instance_id,
             "reference_time_s": self._state.static.reference_time_s,
+            "plan_settings": parallelism.plan_info(instance.workload),
         }
         return self._observation(), info
 
@@ -339,6 +343,7 @@ class PlacementEnv(gym.Env):
             reference_time_s=static.reference_time_s,
             speedup=static.reference_time_s / time_s,
             placement=placement_info(s.placement),
+            plan_settings=parallelism.plan_info(inst.workload),
         )
         return log_speedup_reward(time_s, static.reference_time_s)
 

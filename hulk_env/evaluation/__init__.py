@@ -27,7 +27,7 @@ from hulk_env.evaluation.results import (
 )
 from hulk_env.evaluation.runner import DEFAULT_METHODS, MethodFn, evaluate_suite, run_methods
 from hulk_env.evaluation.stats import GeometricSummary, geometric_mean, geometric_summary
-from hulk_env.evaluation.suites import SUITES, load_suite, suite_names
+from hulk_env.evaluation.suites import SUITES, load_suite, suite_instance, suite_names
 from hulk_env.feasibility import memory_tightness
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "geometric_summary",
     "leaderboard",
     "load_suite",
+    "suite_instance",
     "memory_tightness",
     "read_results_csv",
     "run_methods",

@@ -198,19 +198,38 @@ def load_suite(name: str, hulk_data: str | Path | None = None) -> list[Instance]
         return _geo_v0()
     if key == "hard-v0":
         return _hard_v0()
-    if key == "unseen-v0":
-        return _heldout_suite(UNSEEN_V0_CASES, UNSEEN_V0_SEED, UNSEEN_CITIES, "unseen-v0")
-    if key == "unseen-v1":
-        return _heldout_suite(UNSEEN_V0_CASES, UNSEEN_V1_SEED, UNSEEN_CITIES, "unseen-v1")
-    if key == "val-v0":
-        return _heldout_suite(VAL_V0_CASES, VAL_V0_SEED, VALIDATION_CITIES, "val-v0")
-    if key == "val-x-v0":
-        return _heldout_suite(UNSEEN_V0_CASES, VAL_X_V0_SEED, VALIDATION_CITIES, "val-x-v0")
-    if key == "val-xl-v0":
-        return _heldout_suite(UNSEEN_V0_CASES * VAL_XL_V0_DRAWS, VAL_XL_V0_SEED, VALIDATION_CITIES, "val-xl-v0")
+    if key in heldout_specs():
+        return _heldout_suite(*heldout_specs()[key], key)
     if key == "paper-v0":
         return _paper_v0(paper_data_dir() if hulk_data is None else Path(hulk_data))
     raise HulkInputError(f"unknown suite '{name}'; choose one of {', '.join(SUITES)}", field="suite")
+
+
+def suite_instance(name: str, index: int) -> Instance:
+    """``load_suite(name)[index]``, drawing only that instance where the suite allows it.
+
+    A held-out suite draws instance ``i`` from its own generator ``default_rng([seed, i])``, so
+    one instance costs one draw instead of the whole suite (``val-xl-v0``: 66 draws).
+    """
+    key = str(name).strip().lower()
+    if key not in heldout_specs():
+        return load_suite(name)[index]
+    cases, seed, cities = heldout_specs()[key]
+    if not 0 <= index < len(cases):
+        raise HulkInputError(f"{key} has {len(cases)} instances; index {index} is out of range", field="index")
+    m, model, d, tight = cases[index]
+    return _draw_heldout_instance(np.random.default_rng([seed, index]), m, model, d, tight, cities, f"{key}/{index}")
+
+
+def heldout_specs() -> dict[str, tuple[tuple, int, tuple[str, ...]]]:
+    """Each held-out suite's ``(cases, seed, cities)``: a case is ``(machines, model, replicas, tight)``."""
+    return {
+        "unseen-v0": (UNSEEN_V0_CASES, UNSEEN_V0_SEED, UNSEEN_CITIES),
+        "unseen-v1": (UNSEEN_V0_CASES, UNSEEN_V1_SEED, UNSEEN_CITIES),
+        "val-v0": (VAL_V0_CASES, VAL_V0_SEED, VALIDATION_CITIES),
+        "val-x-v0": (UNSEEN_V0_CASES, VAL_X_V0_SEED, VALIDATION_CITIES),
+        "val-xl-v0": (UNSEEN_V0_CASES * VAL_XL_V0_DRAWS, VAL_XL_V0_SEED, VALIDATION_CITIES),
+    }
 
 
 def _tiny_v0() -> list[Instance]:

@@ -418,9 +418,18 @@ class PolicyPadding(Strict):
     max_edges: Number(1, limits.MAX_SLOTS * 16, integer=True, limit_high="MAX_SLOTS")
 
 
+def _parse_lookahead(value: Any) -> bool | str:
+    """A saved policy's ``lookahead``: true / false (the stay completion) or a completion rule."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value in ("stay", "pipeline"):
+        return value
+    raise _fail(f"expected true, false, 'stay' or 'pipeline', got {safe_repr(value)}")
+
+
 class PolicyObservation(Strict):
     WHAT: ClassVar[str] = "'observation'"
-    lookahead: Bool = False
+    lookahead: Annotated[bool | str, BeforeValidator(_parse_lookahead)] = False
     plan: Bool = False
 
 
@@ -498,6 +507,7 @@ class EnvSection(Strict):
     reward: _choice(("terminal", "dense", "stay"))
     invalid_action: _choice(("fallback", "penalty"))
     lookahead: Bool
+    completion: _choice(("stay", "pipeline"))  # the lookahead's and shaping's completion (agents.shaping)
     plan: Bool
     cities: list[Name]
     machines: list[Number(1, limits.MAX_MACHINES, integer=True, limit_high="MAX_MACHINES")]
