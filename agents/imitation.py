@@ -262,13 +262,26 @@ def replay(demo: Demonstration, make_env: Callable[[Instance], Any]) -> Episode:
     return record(demo, make_env, choose)
 
 
-def aggregate(policy: Any, demo: Demonstration, make_env: Callable[[Instance], Any]) -> Episode:
+def aggregate(
+    policy: Any,
+    demo: Demonstration,
+    make_env: Callable[[Instance], Any],
+    first: int | None = None,
+    temperature: float | None = None,
+    generator: Any = None,
+) -> Episode:
     """DAgger (Ross et al. 2011): the policy's own greedy episode on ``demo.instance``, every
     state it visits labelled with :func:`expert_action` -- what to do from where the policy's
     mistakes led, which behaviour cloning of the demonstration alone never shows. When the env
     shows the DP plan (:mod:`agents.plan`), the plan from the policy's own start machine is an
     alternative completion, so a label never sends the policy back to the demonstration where
-    following the plan it sees is faster."""
+    following the plan it sees is faster.
+
+    ``first``: the first slot's machine is taken there instead of the policy's choice (its label
+    stays the expert's), e.g. the decision's start, where ``hulk bench agent`` measures the
+    rollout. ``temperature``: the policy's moves are drawn from ``softmax(logits / temperature)``
+    (``generator``: a ``torch.Generator``) instead of its argmax, to visit more of its near-miss
+    states; the labels are the expert's either way."""
     from agents.inference import masked_logits
     from agents.plan import PLAN_KEY, plan_from
 
@@ -282,12 +295,47 @@ def aggregate(policy: Any, demo: Demonstration, make_env: Callable[[Instance], A
             plans.extend([] if plan is None else [plan.placement])
         with torch.no_grad():
             logits, static[0] = masked_logits(policy, obs, mask, static[0])
-        take = int(torch.argmax(logits))
+        if t == 0 and first is not None and mask[first]:
+            take = int(first)
+        elif temperature is None:
+            take = int(torch.argmax(logits))
+        else:
+            take = int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator))
         label = expert_action(demo, placed, t, mask, plans)
         placed[t] = take
         return take, label
 
     return record(demo, make_env, choose)
+
+
+# --------------------------------------------------------------------- expert iteration
+def decision_demonstration(loaded: Any, instance: Instance, polish_budget: int = 0, seed: int = 0) -> Demonstration | None:
+    """The policy's full decision on ``instance`` as the teacher (expert iteration: the network
+    proposes starts, the stage DP turns them into plans, the cost model keeps the fastest --
+    :func:`agents.inference.policy_placement` -- and the network then imitates that placement,
+    Anthony et al. 2017 "Thinking Fast and Slow"; AlphaZero's policy improvement). With
+    ``polish_budget > 0`` the decision is polished by ``anneal`` from it (that many cost
+    evaluations) and kept when faster. ``loaded``: a :class:`agents.saved_policy.LoadedPolicy`.
+    ``None`` when the decision places nothing."""
+    from agents.inference import policy_placement
+
+    started = time.perf_counter()
+    with cost.count_evals() as counter:
+        result = policy_placement(loaded, instance, seed)
+        if result.placement is None:
+            return None
+        placement = np.asarray(result.placement, dtype=np.int64)
+        time_s = float(cost.iteration_time(instance.cluster, instance.workload, placement))
+        method = "decision"
+        if polish_budget > 0:
+            from hulk_env.baselines.anneal import anneal
+
+            polished = anneal(instance, seed, polish_budget, starts=[placement])
+            if polished.feasible:
+                t = float(cost.iteration_time(instance.cluster, instance.workload, polished.placement))
+                if t < time_s:
+                    placement, time_s, method = np.asarray(polished.placement, dtype=np.int64), t, "decision+anneal"
+    return Demonstration(instance, placement, method, time_s, counter.evals, time.perf_counter() - started)
 
 
 # --------------------------------------------------------------------- behaviour cloning

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from agents.imitation import (
+    _HOLDS_PREDECESSOR,
     STATIC_KEYS,
     BCSettings,
     aggregate,
@@ -138,6 +139,46 @@ def test_aggregate_labels_the_policys_own_states(toy_episodes):
         ep = aggregate(policy, demo, _env)
         assert ep.complete and ep.steps == demo.placement.size
         assert ep.masks[np.arange(ep.steps), ep.actions].all()
+
+
+def test_aggregate_from_a_given_start_and_sampled(toy_episodes):
+    """``first`` puts the first slot there (the label stays the expert's); sampled episodes
+    are reproducible from their generator and label every visited state with an allowed machine."""
+    demos, _ = toy_episodes
+    policy = _policy(seed=4)
+    for demo in demos:
+        ep = aggregate(policy, demo, _env)
+        first = next(int(m) for m in np.flatnonzero(ep.masks[0]) if m != int(demo.placement[0, 0]))
+        ep = aggregate(policy, demo, _env, first=first)
+        assert ep.complete
+        taken = np.flatnonzero(ep.dynamic["machine_features"][1, :, _HOLDS_PREDECESSOR] > 0.5)
+        assert taken.tolist() == [first]  # slot 1 sees the forced first slot as its predecessor
+        expected = expert_action(demo, np.full(demo.placement.size, -1), 0, ep.masks[0])
+        assert ep.actions[0] == expected
+        a, b = (aggregate(policy, demo, _env, temperature=1.0, generator=torch.Generator().manual_seed(7)) for _ in range(2))
+        assert np.array_equal(a.actions, b.actions) and np.array_equal(a.dynamic["machine_features"], b.dynamic["machine_features"])
+        assert a.masks[np.arange(a.steps), a.actions].all()
+
+
+def test_decision_demonstration_is_the_decisions_placement():
+    """The teacher of expert iteration is the policy's own decision (plan, or naive), its time
+    the cost model's and its evaluations counted; polishing never makes it slower."""
+    from agents.imitation import decision_demonstration
+    from agents.inference import policy_placement
+    from agents.saved_policy import LoadedPolicy
+    from hulk_env.generators import ToyGenerator
+
+    torch.manual_seed(0)
+    net = build_policy_network(POLICY, Padding(8, 8, 8), lookahead=False, plan=True)
+    loaded = LoadedPolicy(net, Padding(8, 8, 8), {"observation": {"lookahead": False, "plan": True}}, None, None)
+    inst = ToyGenerator(num_machines=(5, 6), num_layers=(4, 6), data_parallel=(2,), max_placements=10**12)(np.random.default_rng(3))
+    demo = decision_demonstration(loaded, inst)
+    decided = policy_placement(loaded, inst)
+    assert np.array_equal(demo.placement, decided.placement) and demo.method == "decision"
+    assert demo.iteration_time_s == pytest.approx(cost.iteration_time(inst.cluster, inst.workload, demo.placement), rel=1e-12)
+    assert demo.cost_evals >= decided.cost_evals > 0
+    polished = decision_demonstration(loaded, inst, polish_budget=200)
+    assert polished.iteration_time_s <= demo.iteration_time_s * (1 + 1e-12)
 
 
 def test_cross_entropy_is_that_of_the_masked_distribution(toy_episodes):
