@@ -38,7 +38,7 @@ beta_m`` over the layers the machine holds, before the machine joins its data-pa
 
 **ZeRO** (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
 Parameter Models", section 5.1 and Figure 1). A slot's data-parallel group has ``N = D d_m``
-ranks, each holding ``Psi = Psi_l / t_m`` parameters; model-state bytes per rank:
+ranks (``N = d_m`` under DiLoCo: its workers share nothing between outer steps), each holding ``Psi = Psi_l / t_m`` parameters; model-state bytes per rank:
 stage 0 ``(2q + K) Psi``; 1 ``2 q Psi + K Psi / N``; 2 ``q Psi + (q + K) Psi / N``;
 3 ``(2q + K) Psi / N``. A machine holds ``t_m d_m`` ranks of the slot. Communication (section
 7): stages 1-2 reduce-scatter the gradients and all-gather the updated parameters, ``2 Psi``,
@@ -146,15 +146,23 @@ def rank_state_bytes(workload: Workload, params: np.ndarray, ranks: np.ndarray |
 
 def slot_state_bytes(cluster: Cluster, workload: Workload) -> np.ndarray:
     """``[M, L]`` model-state bytes a machine holds for one slot of layer ``l``: ``t_m d_m``
-    ranks of ``Psi_l / t_m`` parameters in a group of ``N = D d_m`` ranks. Routed experts of
+    ranks of ``Psi_l / t_m`` parameters in a ZeRO group of :func:`zero_ranks` ranks. Routed experts of
     MoE layers are left out: :mod:`hulk_env.moe` holds them (sharded over their expert-parallel
     group, not by ZeRO)."""
     from hulk_env.moe import dense_params
 
     d = inner_replicas(cluster, workload).astype(np.float64)[:, None]
     t = tp_degrees(cluster, workload).astype(np.float64)[:, None]
-    per_rank = rank_state_bytes(workload, dense_params(workload)[None, :] / t, workload.data_parallel * d)
+    per_rank = rank_state_bytes(workload, dense_params(workload)[None, :] / t, zero_ranks(workload, d))
     return t * d * per_rank
+
+
+def zero_ranks(workload: Workload, inner: np.ndarray | float) -> np.ndarray | float:
+    """Ranks a ZeRO group shards over: ``D d_m`` with every-step sync; ``d_m`` under DiLoCo,
+    whose replicas exchange nothing between outer steps, so each worker holds its own full
+    optimizer, gradient and parameter state (Douillard et al. 2023: every worker is a complete
+    replica; ZeRO shards only inside it)."""
+    return inner if workload.sync == "diloco" else workload.data_parallel * inner
 
 
 def state_lower_bytes(workload: Workload) -> np.ndarray:
@@ -165,7 +173,7 @@ def state_lower_bytes(workload: Workload) -> np.ndarray:
 
     if workload.zero == 0:
         return workload.state_bytes_per_param * slot_state_params(workload)
-    return rank_state_bytes(workload, slot_state_params(workload), float(workload.data_parallel))
+    return rank_state_bytes(workload, slot_state_params(workload), zero_ranks(workload, 1.0))
 
 
 def ring_time_factor(workload: Workload) -> float:

@@ -98,6 +98,20 @@ def test_memory_follows_degree_and_zero():
     assert zero3 == pytest.approx(state + 2 * stash)
 
 
+def test_zero_does_not_shard_across_diloco_workers():
+    """ZeRO shards over ``D d_m`` ranks with every-step sync, but over ``d_m`` only under DiLoCo:
+    its workers exchange nothing between outer steps, so each keeps its own full state."""
+    w = _chain(tensor_parallel=1, zero=3, data_parallel=2)
+    cluster = _one_machine()  # one 8-GPU machine: d_m = 8 groups of t = 1
+    every = parallelism.slot_state_bytes(cluster, w)
+    dil = parallelism.slot_state_bytes(cluster, w.with_training(sync="diloco", inner_steps=100))
+    # ZeRO-3: per rank 16 Psi / N, times the machine's 8 ranks: N = 16 vs N = 8
+    assert every[0, 0] == pytest.approx(8 * 16 * 1e8 / 16)
+    assert dil[0, 0] == pytest.approx(8 * 16 * 1e8 / 8)
+    assert parallelism.state_lower_bytes(w.with_training(sync="diloco", inner_steps=100))[0] == pytest.approx(16 * 1e8)
+    assert parallelism.state_lower_bytes(w)[0] == pytest.approx(16 * 1e8 / 2)
+
+
 def _geo(cities: list[str]) -> Cluster:
     return geo_cluster(cities, 2, [("A100-80GB", 8, 1.0)], seed=3, name="geo")
 
