@@ -563,6 +563,11 @@ def _train_in(
             tb_log_name="ppo",
         )
 
+    # A wall-clock stop is said, not hidden: the comparison that follows is of a shorter run.
+    if model.num_timesteps < tc.total_timesteps:
+        print(f"train.max_minutes ({tc.max_minutes:g}) reached: stopped at {int(model.num_timesteps):,} of "
+              f"{tc.total_timesteps:,} steps; `hulk train --resume {run_dir}` continues it", flush=True)
+
     # 9. Save: final checkpoint and final policy (and a best policy if no evaluation ran).
     if not (run_dir / BEST_POLICY_DIR).exists() and config.eval.eval_every > 0:
         validation.evaluate(model.policy, model.num_timesteps)

@@ -82,6 +82,17 @@ def test_same_seed_same_weights(tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+def test_a_wall_clock_stop_is_said_with_the_steps_done(tmp_path, capsys):
+    """train.max_minutes cuts a run short: the output says so, with the steps done and how to go on."""
+    cfg = _smoke(tmp_path, "train.total_timesteps=100000", "train.max_minutes=0.0001", "eval.eval_every=0",
+                 "train.tensorboard=false", "train.name=cut")
+    run = train(cfg)
+    done = checkpoint_timesteps(run)
+    assert done < 100000
+    out = capsys.readouterr().out
+    assert f"stopped at {done:,} of 100,000 steps" in out and f"--resume {run}" in out
+
+
 def test_existing_run_is_not_overwritten(run_dir):
     with pytest.raises(HulkInputError, match="already holds a run"):
         train(_smoke(run_dir.parent, "train.name=smoke"))
