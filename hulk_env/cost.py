@@ -270,7 +270,8 @@ def evaluate_batch(
     """
     mach = validate_placement(placements, cluster, workload, batch=True)
     _count(len(mach))
-    compute = machine_compute_s(cluster, workload, mach)
+    wait = moe_wait_s(cluster, workload, mach)  # None for dense models
+    compute = machine_compute_s(cluster, workload, mach, wait)
     n, m = compute.shape
     max_compute = compute.max(axis=1)
     if dense_links:
@@ -284,9 +285,12 @@ def evaluate_batch(
     kind = np.where(max_link > max_compute, BOTTLENECK_LINK, BOTTLENECK_MACHINE)
     index = np.where(kind == BOTTLENECK_LINK, link_index, compute.argmax(axis=1))
     plan = parallelism.plan_active(workload)
-    paths = latency_paths_s(cluster, workload, mach, slots=plan)
+    stages = wait is not None and bool(wait.any())
+    paths = latency_paths_s(cluster, workload, mach, slots=plan or stages, wait=wait)
     first = paths.first_s
-    pipeline = pipeline_time_s(workload, first, bottleneck, stash_micro_batches(workload, mach))
+    stash = stash_micro_batches(workload, mach)
+    busy = stage_pipeline_s(cluster, workload, mach, compute, bottleneck, paths, wait, stash) if stages else None
+    pipeline = pipeline_time_s(workload, first, bottleneck, stash, busy)
     if plan:  # the per-machine bound of plan settings (module docstring)
         pipeline = np.maximum(pipeline, machine_bound_s(workload, compute, mach, paths))
     dp = dp_sync_s(cluster, workload, mach, pipeline_s=pipeline)
@@ -416,21 +420,43 @@ def iteration_times(cluster: Cluster, workload: Workload, placements: np.ndarray
 # --------------------------------------------------------------------------------------------
 # Terms of the model (each over a batch [N, D, L] of validated placements)
 # --------------------------------------------------------------------------------------------
-def machine_compute_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+def machine_compute_s(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, wait: np.ndarray | None = None
+) -> np.ndarray:
     """``[N, M]`` compute seconds per micro-batch on each machine, ``C_m`` (plus the all-to-all
-    waits of its MoE slots, forward and backward: :mod:`hulk_env.moe`)."""
+    waits of its MoE slots, forward and backward: :mod:`hulk_env.moe`; ``wait`` is
+    :func:`moe_wait_s`'s, computed when not given)."""
     n, d, n_layers = mach.shape
     m = cluster.num_machines
     slots = (np.arange(n)[:, None, None] * m + mach).ravel()
+    if workload.moe is not None and wait is None:
+        wait = moe_wait_s(cluster, workload, mach)
     if parallelism.intra_active(workload):  # per-GPU groups and tensor-parallel all-reduces
         seconds = parallelism.layer_seconds(cluster, workload).train_s[mach, np.arange(n_layers)]
+        if workload.moe is not None:  # the machine waits for its all-to-alls here too
+            seconds = seconds + 2.0 * wait
         return np.bincount(slots, weights=seconds.ravel(), minlength=n * m).reshape(n, m)
     flops = np.broadcast_to(train_flops(workload), (n, d, n_layers))
     total = np.bincount(slots, weights=flops.ravel(), minlength=n * m).reshape(n, m)
     if workload.moe is not None:  # a machine waits for its all-to-alls (both passes)
-        wait = 2.0 * moe.a2a_latency_s(cluster, workload, mach)
-        return total / cluster.flops + np.bincount(slots, weights=wait.ravel(), minlength=n * m).reshape(n, m)
+        both = 2.0 * wait
+        return total / cluster.flops + np.bincount(slots, weights=both.ravel(), minlength=n * m).reshape(n, m)
     return total / cluster.flops
+
+
+def moe_wait_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray | None:
+    """``[N, D, L]`` seconds each MoE slot waits for its all-to-all per pass (``None`` for a
+    dense model): the round trips of :func:`hulk_env.moe.a2a_latency_s` with their queueing at
+    the uncontended cycle, ``T = max(max_m C_m, max_ab X_ab)`` computed with the uncontended
+    waits (one step, not a fixed point: the queueing term is a mean, not a bound)."""
+    if workload.moe is None:
+        return None
+    alone = moe.a2a_latency_s(cluster, workload, mach)
+    if not alone.any():  # no all-to-all at all
+        return alone
+    compute = machine_compute_s(cluster, workload, mach, alone)
+    cycle = np.maximum(compute.max(axis=1), _max_link_occupancy_s(cluster, workload, mach))
+    return moe.a2a_latency_s(cluster, workload, mach, cycle_s=cycle)
 
 
 def _edge_transfer_s(
@@ -541,12 +567,16 @@ class LatencyPaths(NamedTuple):
     tail_s: np.ndarray
 
 
-def latency_paths_s(cluster: Cluster, workload: Workload, mach: np.ndarray, slots: bool = True) -> LatencyPaths:
+def latency_paths_s(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, slots: bool = True, wait: np.ndarray | None = None
+) -> LatencyPaths:
     """``P_r`` and every slot's head and tail (:class:`LatencyPaths`; with ``slots=False``
     ``P_r`` only, heads and tails left zero), node weights ``f_l / F_m`` forward and
     ``(2 f_l + g_l) / F_m`` backward (plus tensor-parallel all-reduces and MoE waits), edge
-    weights ``alpha_ab + a_u / beta_ab``."""
-    wait = moe.a2a_latency_s(cluster, workload, mach) if workload.moe is not None else None
+    weights ``alpha_ab + a_u / beta_ab`` (``wait``: :func:`moe_wait_s`'s, computed when not
+    given)."""
+    if wait is None:
+        wait = moe_wait_s(cluster, workload, mach)
     if len(mach) == 1 and not parallelism.intra_active(workload):
         # One placement (the env's episode end): Python floats beat the ~6 numpy calls per
         # edge on [1, D] arrays, 12x on a 26-layer chain; same operations in the same order.
@@ -614,18 +644,84 @@ def machine_bound_s(workload: Workload, compute_s: np.ndarray, mach: np.ndarray,
     return bound.reshape(n, m).max(axis=1)
 
 
-def pipeline_time_s(workload: Workload, first_s: np.ndarray, bottleneck_s: np.ndarray, stash: np.ndarray) -> np.ndarray:
+def stage_pipeline_s(
+    cluster: Cluster,
+    workload: Workload,
+    mach: np.ndarray,
+    compute_s: np.ndarray,
+    bottleneck_s: np.ndarray,
+    paths: LatencyPaths,
+    wait: np.ndarray,
+    stash: np.ndarray,
+) -> np.ndarray:
+    """``[N]`` ``max_x [h_x + m C_x + t_x + max(0, R_x - (k_r - 1) f_x)]`` for MoE placements
+    that are disjoint pipelines; ``inf`` elsewhere (the textbook term stays).
+
+    It applies where every machine holds one contiguous run of one replica's layers (a stage),
+    a machine is the bottleneck and some slot waits for an all-to-all. Stage ``x`` of replica
+    ``r`` starts at ``h_x`` (the longest path to it), does ``m C_x`` seconds of work and leaves
+    ``t_x`` (the backward path from it to the replica's first layer) after its last backward;
+    micro-batch 0's backward reaches it ``R_x = P_r - h_x - C_x - t_x`` (its downstream round
+    trip) after its forward, a wait the forwards of the next ``k_r - 1`` micro-batches fill
+    (``k_r``: the 1F1B window or ``m``; ``f_x``: its forward seconds, waits included). The
+    textbook ``P + (m - 1) B`` charges the whole ``R_x`` of the bottleneck as idle; with the
+    all-to-all waits in them a stage's forwards are long enough to cover it (the simulator's
+    MoE pipelines: their bottleneck works without a gap from ``h_x`` on, and the textbook was
+    16-20% over). Dense models keep the textbook (its figures are the shipped references'),
+    as do MoE placements without an all-to-all.
+    """
+    n, d, n_layers = mach.shape
+    m, nmb = cluster.num_machines, workload.num_micro_batches
+    one = moe.serves_one_replica(mach, m).all(axis=1)
+    srt = np.sort(mach, axis=2)
+    depth = 1 + np.count_nonzero(srt[:, :, 1:] != srt[:, :, :-1], axis=2)
+    runs = 1 + np.count_nonzero(mach[:, :, 1:] != mach[:, :, :-1], axis=2)
+    applies = one & np.all(runs == depth, axis=1) & (compute_s.max(axis=1) >= bottleneck_s)
+    applies &= wait.reshape(n, -1).any(axis=1)
+    if not applies.any():
+        return np.full(n, np.inf)
+    if parallelism.intra_active(workload):
+        forward = parallelism.layer_seconds(cluster, workload).forward_s[mach, np.arange(n_layers)] + wait
+    else:
+        forward = workload.flops / cluster.flops[mach] + wait
+    keys = (np.arange(n)[:, None, None] * m + mach).ravel()
+    head, tail = np.full(n * m, np.inf), np.full(n * m, np.inf)
+    np.minimum.at(head, keys, paths.head_s.ravel())
+    np.minimum.at(tail, keys, paths.tail_s.ravel())
+    replica = np.zeros(n * m, dtype=np.int64)  # the one replica of each used machine
+    np.maximum.at(replica, keys, np.broadcast_to(np.arange(d)[None, :, None], mach.shape).ravel())
+    replica = replica.reshape(n, m)
+    fwd = np.bincount(keys, weights=forward.ravel(), minlength=n * m).reshape(n, m)
+    head, tail = head.reshape(n, m), tail.reshape(n, m)
+    rows = np.arange(n)[:, None]
+    round_trip = paths.first_s[rows, replica] - head - compute_s - tail
+    window = np.minimum(stash[rows, replica], nmb)
+    stall = np.maximum(round_trip - (window - 1) * fwd, 0.0)
+    per_machine = np.where(np.isfinite(head), head + nmb * compute_s + tail + stall, -np.inf)
+    return np.where(applies, per_machine.max(axis=1), np.inf)
+
+
+def pipeline_time_s(
+    workload: Workload,
+    first_s: np.ndarray,
+    bottleneck_s: np.ndarray,
+    stash: np.ndarray,
+    stages_s: np.ndarray | None = None,
+) -> np.ndarray:
     """``[N]`` pipeline time ``T_pp`` from ``P_r`` ``[N, D]``, ``B`` ``[N]`` and stash counts ``k_r``.
 
     ``T_pp = max(max(P, B) + (m - 1) B, max_r [(q_r + 1) P_r + rem_r B])`` with
     ``(q_r, rem_r) = divmod(m - 1, k_r)``: the second term is the 1F1B window. With only ``k_r``
     micro-batches in flight, micro-batch ``k_r`` cannot start before the first one's backward
     has come back, so every ``k_r`` micro-batches pay a whole round trip ``P_r``. It binds only
-    where ``k_r < m`` (never for GPipe).
+    where ``k_r < m`` (never for GPipe). ``stages_s`` (``[N]``, :func:`stage_pipeline_s`, ``inf``
+    where it does not apply) replaces the textbook term where it is shorter.
     """
     nmb = workload.num_micro_batches
     first = first_s.max(axis=1)
     textbook = np.maximum(first, bottleneck_s) + (nmb - 1) * bottleneck_s
+    if stages_s is not None:
+        textbook = np.minimum(textbook, stages_s)
     q, rem = np.divmod(nmb - 1, stash)
     window = np.where(stash < nmb, (q + 1) * first_s + rem * bottleneck_s[:, None], 0.0)
     return np.maximum(textbook, window.max(axis=1))
@@ -825,11 +921,15 @@ def _iteration_times(
 ) -> np.ndarray:
     """``[N]`` iteration times of validated placements (no dense link matrix); ``T_pp`` alone
     with ``pipeline_only``."""
-    compute = machine_compute_s(cluster, workload, mach)
+    wait = moe_wait_s(cluster, workload, mach)  # None for dense models
+    compute = machine_compute_s(cluster, workload, mach, wait)
     bottleneck = np.maximum(compute.max(axis=1), _max_link_occupancy_s(cluster, workload, mach))
     plan = parallelism.plan_active(workload)
-    paths = latency_paths_s(cluster, workload, mach, slots=plan)
-    pipeline = pipeline_time_s(workload, paths.first_s, bottleneck, stash_micro_batches(workload, mach))
+    stages = wait is not None and bool(wait.any())
+    paths = latency_paths_s(cluster, workload, mach, slots=plan or stages, wait=wait)
+    stash = stash_micro_batches(workload, mach)
+    busy = stage_pipeline_s(cluster, workload, mach, compute, bottleneck, paths, wait, stash) if stages else None
+    pipeline = pipeline_time_s(workload, paths.first_s, bottleneck, stash, busy)
     if plan:
         pipeline = np.maximum(pipeline, machine_bound_s(workload, compute, mach, paths))
     if pipeline_only:

@@ -200,11 +200,16 @@ def a2a_transfers(workload: Workload, mach: np.ndarray) -> tuple[np.ndarray, np.
     return src.reshape(n, -1), dst.reshape(n, -1), sent.reshape(n, -1)
 
 
-def a2a_latency_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray:
+def a2a_latency_s(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, cycle_s: np.ndarray | None = None
+) -> np.ndarray:
     """``[N, D, L]`` seconds a slot's forward (and, again, its backward) waits for its MoE
-    exchanges: ``c max_b [alpha_ab + alpha_ba] + (V / G) (1 / beta_ab + 1 / beta_ba)`` over the
-    other members ``b`` of its group, with ``c = a2a_count`` (0 outside MoE layers and for
-    ``G = 1``). The latency and bandwidth terms are maximised together per member."""
+    exchanges: ``max_b [c (alpha_ab + alpha_ba) + (V / G) (1 / beta_ab + 1 / beta_ba) + q_ab]``
+    over the other members ``b`` of its group, with ``c = a2a_count`` (0 outside MoE layers and
+    for ``G = 1``). The latency and bandwidth terms are maximised together per member.
+
+    ``q_ab`` is the queueing of :func:`a2a_queue_s` at the cycle ``cycle_s`` (``[N]`` seconds
+    per micro-batch); without ``cycle_s`` the round trips are the uncontended ones."""
     n, d, n_layers = mach.shape
     out = np.zeros((n, d, n_layers))
     layers = moe_layer_indices(workload)
@@ -219,9 +224,96 @@ def a2a_latency_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.
     moe = workload.moe
     wire = (moe.a2a_bytes[layers] / size)[:, None, None, :] * (1.0 / bw[a, b] + 1.0 / bw[b, a])
     round_trip = moe.a2a_count[layers] * (lat[a, b] + lat[b, a]) + wire
+    if cycle_s is not None:
+        round_trip = round_trip + a2a_queue_s(cluster, workload, mach, cycle_s)
     member = first[:, None, :, :] & (a != b)
     out[:, :, layers] = np.where(member, round_trip, 0.0).max(axis=2)
     return out
+
+
+def serves_one_replica(mach: np.ndarray, n_machines: int) -> np.ndarray:
+    """``[N, M]`` True where a machine holds slots of a single replica (and where it holds none)."""
+    n, d, _ = mach.shape
+    keys = (np.arange(n)[:, None, None] * n_machines + mach).ravel()
+    replica = np.broadcast_to(np.arange(d)[None, :, None], mach.shape).ravel()
+    low, high = np.full(n * n_machines, d), np.full(n * n_machines, -1)
+    np.minimum.at(low, keys, replica)
+    np.maximum.at(high, keys, replica)
+    return ((low == high) | (high < 0)).reshape(n, n_machines)
+
+
+def a2a_queue_s(cluster: Cluster, workload: Workload, mach: np.ndarray, cycle_s: np.ndarray) -> np.ndarray:
+    """``[N, D, D, K]`` seconds the exchange of slot ``r`` (on ``a``) with the member at
+    replica ``r'`` (on ``b``) queues behind other transfers, per pass, for the ``K`` MoE layers
+    (entries outside a group are meaningless; :func:`a2a_latency_s` masks them).
+
+    Queueing (the mean residual transmission a random arrival finds: Kleinrock, *Queueing
+    Systems* vol. 1, 1975, Sec. 5.2, the Pollaczek-Khinchine numerator ``lambda E[S^2] / 2``):
+    each of the ``c`` dispatches on ``a -> b`` finds the link busy with the other transfers on it
+    (pipeline edges both ways, the combines ``a`` sends back for ``b``'s exchanges) and waits on
+    average ``sum_i s_i^2 / (2 T)`` over those transfers of ``s_i`` seconds each per cycle of
+    ``T = cycle_s`` seconds (the uncontended bottleneck's seconds per micro-batch); each
+    combine on ``b -> a`` likewise (edges, ``b``'s own dispatches). A machine's own exchanges
+    never queue behind each other (it waits for each one), so they are left out; at most one
+    exchange of each other machine is in flight, so no queue builds beyond the residual (no
+    ``1 / (1 - rho)`` factor).
+
+    Exchanges between two machines that each serve a single replica do not queue: such
+    machines run their replica's layers in order, the replicas the same work in the same
+    order, so the members of a group reach each exchange together, the dispatches go out before
+    the combines come back, and no other exchange of theirs is in flight (the simulator's
+    pipelines: exchanges there last 1.00-1.09x their uncontended round trip; scattered
+    placements, where machines interleave several replicas' slots: 1.12-1.44x).
+    """
+    n, d, _ = mach.shape
+    m = cluster.num_machines
+    layers = moe_layer_indices(workload)
+    sub = mach[:, :, layers]  # [N, D, K]
+    first = _first_occurrence(sub)
+    size = first.sum(axis=1)
+    bw = cluster.bandwidth_bps
+    moe = workload.moe
+    rounds = np.maximum(np.round(moe.a2a_count[layers]), 1.0)
+    chunk = moe.a2a_bytes[layers] / rounds / size  # [N, K] bytes per round and member
+    a = np.broadcast_to(sub[:, :, None, :], (n, d, d, len(layers)))  # initiator (slot r)
+    b = np.broadcast_to(sub[:, None, :, :], (n, d, d, len(layers)))  # member (replica r')
+    member = first[:, None, :, :] & (a != b)
+    # Squared seconds per cycle on each directed link: every round, both passes (2 c transfers).
+    times = 2.0 * rounds * member
+    dispatch_sq = times * (chunk[:, None, None, :] / bw[a, b]) ** 2  # on a -> b, a's exchange
+    combine_sq = times * (chunk[:, None, None, :] / bw[b, a]) ** 2  # on b -> a, a's exchange
+    src, dst = mach[:, :, workload.edges[:, 0]], mach[:, :, workload.edges[:, 1]]
+    act = workload.activation_bytes[workload.edges[:, 0]]
+    edge_keys = np.concatenate([(src * m + dst).reshape(n, -1), (dst * m + src).reshape(n, -1)], axis=1)
+    edge_sq = np.concatenate([((act / bw[src, dst]) ** 2).reshape(n, -1), ((act / bw[dst, src]) ** 2).reshape(n, -1)], axis=1)
+    ab, ba = (a * m + b).reshape(n, -1), (b * m + a).reshape(n, -1)
+    # a -> b: edges and the combines a sends for b's exchanges (b -> a of b's own, keyed b*m+a
+    # from b's side: the initiator's "ba" link); b -> a: edges and b's dispatches.
+    on_ab = _keyed_sums(
+        np.concatenate([edge_keys, ba], axis=1), np.concatenate([edge_sq, combine_sq.reshape(n, -1)], axis=1), ab
+    )
+    on_ba = _keyed_sums(
+        np.concatenate([edge_keys, ab], axis=1), np.concatenate([edge_sq, dispatch_sq.reshape(n, -1)], axis=1), ba
+    )
+    cycle = np.where(cycle_s > 0, cycle_s, np.inf)[:, None, None, None]  # no work: no queue
+    queue = rounds * (on_ab + on_ba).reshape(a.shape) / (2.0 * cycle)
+    one = serves_one_replica(mach, m)
+    rows = np.arange(n)[:, None, None, None]
+    in_step = one[rows, a] & one[rows, b]
+    return np.where(member & ~in_step, queue, 0.0)
+
+
+def _keyed_sums(keys: np.ndarray, weights: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``[N, Q]`` per row, the sum of ``weights`` (``[N, K]``) over the entries whose key equals
+    each ``query`` key (0 where none does); keys are small non-negative ints (links ``a M + b``)."""
+    n = len(keys)
+    span = int(max(keys.max(initial=0), query.max(initial=0))) + 1
+    rows = np.arange(n, dtype=np.int64)[:, None] * span
+    unique, inverse = np.unique((rows + keys).ravel(), return_inverse=True)
+    sums = np.bincount(inverse.ravel(), weights=weights.ravel(), minlength=len(unique))
+    wanted = (rows + query).ravel()
+    pos = np.minimum(np.searchsorted(unique, wanted), len(unique) - 1)
+    return np.where(unique[pos] == wanted, sums[pos], 0.0).reshape(query.shape)
 
 
 def expert_memory_bytes(
