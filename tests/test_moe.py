@@ -127,14 +127,149 @@ def test_simulator_matches_analytic_on_a_lone_micro_batch():
     assert {"F a2a dispatch", "F a2a combine", "B a2a dispatch", "B a2a combine"} <= kinds
 
 
-@pytest.mark.slow
-def test_analytic_and_simulator_agree_on_moe_instances():
-    """200 seeded MoE placements (~25 s): median 2.2% within the dense set's 5%; p95 18.7%,
-    beyond its 15% (docs/moe.md: scattered placements queue exchanges more than the per-slot
-    wait says; pipelines whose waits make P large over-estimate the fill, as GPipe's do)."""
-    comparison = analytic_vs_simulated(validation_cases(200, seed=0, models_drawn=MOE_VALIDATION_MODELS))
+def _agreement(num_cases: int, seed: int):
+    return analytic_vs_simulated(validation_cases(num_cases, seed=seed, models_drawn=MOE_VALIDATION_MODELS))
+
+
+def test_analytic_and_simulator_agree_on_moe_instances_quick():
+    """The first 50 of the 200 seeded MoE placements (~3 s): the dense set's tolerance."""
+    comparison = _agreement(50, seed=0)
     assert comparison.median_rel_err <= 0.05
-    assert comparison.p95_rel_err <= 0.20
+    assert comparison.p95_rel_err <= 0.15
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_analytic_and_simulator_agree_on_moe_instances(seed):
+    """Issue 36's Done-when: 200 seeded MoE placements within the dense set's tolerance
+    (median <= 5%, p95 <= 15%; docs/moe.md: seed 0 1.2% and 9.8%, seed 1, a draw the terms were
+    not shaped on, 1.1% and 12.0%)."""
+    comparison = _agreement(200, seed=seed)
+    assert comparison.median_rel_err <= 0.05
+    assert comparison.p95_rel_err <= 0.15
+
+
+def _dense_before_rows() -> list[dict]:
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "data" / "moe" / "dense_before.json").read_text())
+
+
+@pytest.mark.parametrize("row", _dense_before_rows(), ids=lambda row: row["case"])
+def test_dense_costs_are_bit_identical_to_before_the_moe_terms(row):
+    """Dense placements (and MoE models without their experts, and plan settings) cost exactly
+    what they cost before the MoE queueing and stage terms (values written on main 500a481 by
+    tests/data/moe/write_dense_before.py): the shipped search references depend on them."""
+    cluster = get_cluster(row["cluster"])
+    w = catalog.get_model(row["model"], data_parallel=row["data_parallel"], schedule=row["schedule"], num_micro_batches=8)
+    w = replace(w, moe=None).with_training(tensor_parallel=row["tensor_parallel"], zero=row["zero"])
+    placement = np.array(row["placement"])
+    bd = cost.evaluate(cluster, w, placement)
+    for key in ("iteration_time_s", "pipeline_s", "dp_sync_s", "first_micro_batch_s", "bottleneck_s"):
+        assert float(getattr(bd, key)).hex() == row[key], key
+    assert [float(x).hex() for x in bd.memory_bytes] == row["memory_bytes"]
+    fast = cost.iteration_times(cluster, w, placement[None]).iteration_time_s[0]
+    assert float(fast).hex() == row["fast_iteration_time_s"]
+
+
+def _loop_queue_s(cluster, w, mach, cycle_s):
+    """a2a_queue_s by a loop over every transfer of one placement ``[D, L]``: per slot ``(r, l)``
+    on ``a`` and member ``b``, ``c`` times the squared seconds per cycle of the other transfers on
+    ``a -> b`` (edges, combines for ``b``'s exchanges) and ``b -> a`` (edges, ``b``'s dispatches),
+    over ``2 T``; 0 between machines that each serve one replica."""
+    bw, m = cluster.bandwidth_bps, cluster.num_machines
+    sq = np.zeros((2, m, m))  # [0]: edges + combines by link; [1]: edges + dispatches by link
+    for r in range(len(mach)):
+        for u, v in w.edges:
+            a, b = mach[r, u], mach[r, v]
+            sq[:, a, b] += (w.activation_bytes[u] / bw[a, b]) ** 2
+            sq[:, b, a] += (w.activation_bytes[u] / bw[b, a]) ** 2
+    layers = moe.moe_layer_indices(w)
+    groups = {l: list(dict.fromkeys(mach[:, l].tolist())) for l in layers}
+    rounds = {l: max(round(float(w.moe.a2a_count[l])), 1) for l in layers}
+    for l in layers:
+        chunk = w.moe.a2a_bytes[l] / rounds[l] / len(groups[l])
+        for r in range(len(mach)):
+            x = mach[r, l]
+            for y in groups[l]:
+                if y != x:  # x's exchange: dispatch x -> y, combine y -> x
+                    sq[1, x, y] += 2 * rounds[l] * (chunk / bw[x, y]) ** 2
+                    sq[0, y, x] += 2 * rounds[l] * (chunk / bw[y, x]) ** 2
+    one = {x: len({r for r in range(len(mach)) if x in mach[r]}) == 1 for x in np.unique(mach)}
+    out = {}
+    for l in layers:
+        for r in range(len(mach)):
+            a = mach[r, l]
+            for b in groups[l]:
+                if b != a:
+                    q = 0.0 if one[a] and one[b] else rounds[l] * (sq[0, a, b] + sq[1, b, a]) / (2 * cycle_s)
+                    out[(r, l, b)] = q
+    return out
+
+
+def test_all_to_all_queueing_matches_a_loop_over_the_transfers():
+    cases = [c for c in validation_cases(40, seed=3, models_drawn=MOE_VALIDATION_MODELS) if c.workload.data_parallel > 1]
+    checked = 0
+    for c in cases[:6]:
+        mach = c.placement
+        queue = moe.a2a_queue_s(c.cluster, c.workload, mach[None], np.array([7.0]))[0]  # [D, D, K]
+        layers = moe.moe_layer_indices(c.workload).tolist()
+        expected = _loop_queue_s(c.cluster, c.workload, mach, 7.0)
+        for (r, l, b), q in expected.items():
+            r2 = next(i for i in range(len(mach)) if mach[i, l] == b)  # the member's first replica
+            assert queue[r, r2, layers.index(l)] == pytest.approx(q, rel=1e-12, abs=1e-300)
+            checked += q > 0
+    assert checked > 0  # some exchanges do queue in these placements
+
+
+def test_exchanges_queue_only_on_machines_serving_several_replicas():
+    cluster, w, placement = _two_machine_case()
+    mach = placement[None]
+    # Two machines, one replica each: in step, no queueing.
+    assert np.array_equal(cost.moe_wait_s(cluster, w, mach), moe.a2a_latency_s(cluster, w, mach))
+    # Machine 0 also holds replica 1's first layer: its exchanges meet other traffic and queue.
+    shared = placement.copy()
+    shared[1, 0] = 0
+    alone = moe.a2a_latency_s(cluster, w, shared[None])
+    waited = cost.moe_wait_s(cluster, w, shared[None])
+    assert np.all(waited >= alone) and np.any(waited > alone)
+    assert moe.serves_one_replica(shared[None], cluster.num_machines)[0, [0, 5]].tolist() == [False, True]
+
+
+def test_moe_pipelines_fill_with_a_busy_bottleneck():
+    """A two-replica MoE pipeline (validation case 35 of seed 0): the textbook charged the
+    bottleneck stage's downstream round trip as idle (+17%); the stage term finds the busy
+    bottleneck the simulator shows."""
+    c = validation_cases(36, seed=0, models_drawn=MOE_VALIDATION_MODELS)[35]
+    assert c.style == "pipeline" and c.workload.data_parallel == 2
+    bd = cost.evaluate(c.cluster, c.workload, c.placement)
+    sim = simulate(c.cluster, c.workload, c.placement, record=False)
+    textbook = bd.first_micro_batch_s + (c.workload.num_micro_batches - 1) * bd.bottleneck_s
+    assert bd.pipeline_s < 0.9 * textbook
+    assert bd.pipeline_s == pytest.approx(sim.pipeline_s, rel=0.02)
+
+
+def test_moe_cost_paths_agree_on_a_batch():
+    """The one-placement and fast paths agree bit for bit on MoE placements of every style (the
+    dense link matrix of ``evaluate`` sums a link's transfers in another order: last bits), and
+    a batch equals its placements one by one (the queueing's keyed sums are per row)."""
+    cases = validation_cases(24, seed=5, models_drawn=MOE_VALIDATION_MODELS)
+    for c in cases:
+        bd = cost.evaluate(c.cluster, c.workload, c.placement)
+        one = cost.evaluate_one(c.cluster, c.workload, c.placement)
+        fast = cost.iteration_times(c.cluster, c.workload, c.placement[None]).iteration_time_s[0]
+        assert one.iteration_time_s == fast
+        assert bd.iteration_time_s == pytest.approx(fast, rel=1e-12)
+    c = next(c for c in cases if c.workload.data_parallel > 1)
+    rng = np.random.default_rng(0)
+    from hulk_env.simulate import random_placement
+
+    batch = np.stack([random_placement(rng, c.cluster.num_machines, c.workload, s) for s in ("scattered", "pipeline", "perturbed", "uneven") * 2])
+    together = cost.iteration_times(c.cluster, c.workload, batch).iteration_time_s
+    alone = [cost.iteration_times(c.cluster, c.workload, p[None]).iteration_time_s[0] for p in batch]
+    assert together.tolist() == alone
+    full = cost.evaluate_batch(c.cluster, c.workload, batch, dense_links=False).iteration_time_s
+    assert full.tolist() == alone
 
 
 def test_show_model_prints_active_params_and_all_to_all(cli_runner=None):
