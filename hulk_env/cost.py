@@ -270,10 +270,7 @@ def evaluate_batch(
     """
     mach = validate_placement(placements, cluster, workload, batch=True)
     _count(len(mach))
-    wait = moe_wait_s(cluster, workload, mach)  # None for dense models
-    compute = machine_compute_s(cluster, workload, mach, wait)
-    n, m = compute.shape
-    max_compute = compute.max(axis=1)
+    n, m = len(mach), cluster.num_machines
     if dense_links:
         links = link_occupancy_s(cluster, workload, mach)
         flat_links = links.reshape(n, m * m)
@@ -281,15 +278,18 @@ def evaluate_batch(
     else:
         links = np.zeros((n, 0, 0))
         max_link, link_index = _link_bottleneck(cluster, workload, mach)
+    wait = moe_wait_s(cluster, workload, mach, max_link)  # None for dense models
+    compute = machine_compute_s(cluster, workload, mach, wait)
+    max_compute = compute.max(axis=1)
     bottleneck = np.maximum(max_compute, max_link)
     kind = np.where(max_link > max_compute, BOTTLENECK_LINK, BOTTLENECK_MACHINE)
     index = np.where(kind == BOTTLENECK_LINK, link_index, compute.argmax(axis=1))
     plan = parallelism.plan_active(workload)
-    stages = wait is not None and bool(wait.any())
-    paths = latency_paths_s(cluster, workload, mach, slots=plan or stages, wait=wait)
+    stages = moe_stages(cluster, mach, compute, bottleneck, wait)
+    paths = latency_paths_s(cluster, workload, mach, slots=plan or stages.any(), wait=wait)
     first = paths.first_s
     stash = stash_micro_batches(workload, mach)
-    busy = stage_pipeline_s(cluster, workload, mach, compute, bottleneck, paths, wait, stash) if stages else None
+    busy = stage_pipeline_s(cluster, workload, mach, compute, paths, wait, stash, stages) if stages.any() else None
     pipeline = pipeline_time_s(workload, first, bottleneck, stash, busy)
     if plan:  # the per-machine bound of plan settings (module docstring)
         pipeline = np.maximum(pipeline, machine_bound_s(workload, compute, mach, paths))
@@ -444,19 +444,22 @@ def machine_compute_s(
     return total / cluster.flops
 
 
-def moe_wait_s(cluster: Cluster, workload: Workload, mach: np.ndarray) -> np.ndarray | None:
+def moe_wait_s(
+    cluster: Cluster, workload: Workload, mach: np.ndarray, max_link_s: np.ndarray | None = None
+) -> np.ndarray | None:
     """``[N, D, L]`` seconds each MoE slot waits for its all-to-all per pass (``None`` for a
     dense model): the round trips of :func:`hulk_env.moe.a2a_latency_s` with their queueing at
     the uncontended cycle, ``T = max(max_m C_m, max_ab X_ab)`` computed with the uncontended
-    waits (one step, not a fixed point: the queueing term is a mean, not a bound)."""
+    waits (one step, not a fixed point: the queueing term is a mean, not a bound).
+    ``max_link_s`` (``[N]``, ``max_ab X_ab``) is computed when not given."""
     if workload.moe is None:
         return None
-    alone = moe.a2a_latency_s(cluster, workload, mach)
-    if not alone.any():  # no all-to-all at all
-        return alone
-    compute = machine_compute_s(cluster, workload, mach, alone)
-    cycle = np.maximum(compute.max(axis=1), _max_link_occupancy_s(cluster, workload, mach))
-    return moe.a2a_latency_s(cluster, workload, mach, cycle_s=cycle)
+
+    def cycle(alone: np.ndarray) -> np.ndarray:
+        links = _max_link_occupancy_s(cluster, workload, mach) if max_link_s is None else max_link_s
+        return np.maximum(machine_compute_s(cluster, workload, mach, alone).max(axis=1), links)
+
+    return moe.a2a_contended_s(cluster, workload, mach, cycle)
 
 
 def _edge_transfer_s(
@@ -644,42 +647,52 @@ def machine_bound_s(workload: Workload, compute_s: np.ndarray, mach: np.ndarray,
     return bound.reshape(n, m).max(axis=1)
 
 
+def moe_stages(
+    cluster: Cluster, mach: np.ndarray, compute_s: np.ndarray, bottleneck_s: np.ndarray, wait: np.ndarray | None
+) -> np.ndarray:
+    """``[N]`` placements :func:`stage_pipeline_s` applies to: disjoint pipelines (every machine
+    holds one contiguous run of one replica's layers), a machine the bottleneck, some slot
+    waiting for an all-to-all (all False for dense models: ``wait`` is ``None``)."""
+    n = len(mach)
+    if wait is None:
+        return np.zeros(n, dtype=bool)
+    applies = wait.reshape(n, -1).any(axis=1) & (compute_s.max(axis=1) >= bottleneck_s)
+    if not applies.any():
+        return applies
+    srt = np.sort(mach, axis=2)
+    depth = 1 + np.count_nonzero(srt[:, :, 1:] != srt[:, :, :-1], axis=2)
+    runs = 1 + np.count_nonzero(mach[:, :, 1:] != mach[:, :, :-1], axis=2)
+    one = moe.serves_one_replica(mach, cluster.num_machines).all(axis=1)
+    return applies & one & np.all(runs == depth, axis=1)
+
+
 def stage_pipeline_s(
     cluster: Cluster,
     workload: Workload,
     mach: np.ndarray,
     compute_s: np.ndarray,
-    bottleneck_s: np.ndarray,
     paths: LatencyPaths,
     wait: np.ndarray,
     stash: np.ndarray,
+    applies: np.ndarray,
 ) -> np.ndarray:
-    """``[N]`` ``max_x [h_x + m C_x + t_x + max(0, R_x - (k_r - 1) f_x)]`` for MoE placements
-    that are disjoint pipelines; ``inf`` elsewhere (the textbook term stays).
+    """``[N]`` ``max_x [h_x + m C_x + t_x + max(0, R_x - (k_r - 1) f_x)]`` where ``applies``
+    (:func:`moe_stages`: MoE placements that are disjoint pipelines, a machine the bottleneck);
+    ``inf`` elsewhere (the textbook term stays).
 
-    It applies where every machine holds one contiguous run of one replica's layers (a stage),
-    a machine is the bottleneck and some slot waits for an all-to-all. Stage ``x`` of replica
-    ``r`` starts at ``h_x`` (the longest path to it), does ``m C_x`` seconds of work and leaves
-    ``t_x`` (the backward path from it to the replica's first layer) after its last backward;
-    micro-batch 0's backward reaches it ``R_x = P_r - h_x - C_x - t_x`` (its downstream round
-    trip) after its forward, a wait the forwards of the next ``k_r - 1`` micro-batches fill
-    (``k_r``: the 1F1B window or ``m``; ``f_x``: its forward seconds, waits included). The
-    textbook ``P + (m - 1) B`` charges the whole ``R_x`` of the bottleneck as idle; with the
-    all-to-all waits in them a stage's forwards are long enough to cover it (the simulator's
-    MoE pipelines: their bottleneck works without a gap from ``h_x`` on, and the textbook was
-    16-20% over). Dense models keep the textbook (its figures are the shipped references'),
-    as do MoE placements without an all-to-all.
+    Stage ``x`` of replica ``r`` starts at ``h_x`` (the longest path to it), does ``m C_x``
+    seconds of work and leaves ``t_x`` (the backward path from it to the replica's first layer)
+    after its last backward; micro-batch 0's backward reaches it ``R_x = P_r - h_x - C_x - t_x``
+    (its downstream round trip) after its forward, a wait the forwards of the next ``k_r - 1``
+    micro-batches fill (``k_r``: the 1F1B window or ``m``; ``f_x``: its forward seconds, waits
+    included). The textbook ``P + (m - 1) B`` charges the whole ``R_x`` of the bottleneck as
+    idle; with the all-to-all waits in them a stage's forwards are long enough to cover it (the
+    simulator's MoE pipelines: their bottleneck works without a gap from ``h_x`` on, and the
+    textbook was 16-20% over). Dense models keep the textbook (its figures are the shipped
+    references'), as do MoE placements without an all-to-all.
     """
     n, d, n_layers = mach.shape
     m, nmb = cluster.num_machines, workload.num_micro_batches
-    one = moe.serves_one_replica(mach, m).all(axis=1)
-    srt = np.sort(mach, axis=2)
-    depth = 1 + np.count_nonzero(srt[:, :, 1:] != srt[:, :, :-1], axis=2)
-    runs = 1 + np.count_nonzero(mach[:, :, 1:] != mach[:, :, :-1], axis=2)
-    applies = one & np.all(runs == depth, axis=1) & (compute_s.max(axis=1) >= bottleneck_s)
-    applies &= wait.reshape(n, -1).any(axis=1)
-    if not applies.any():
-        return np.full(n, np.inf)
     if parallelism.intra_active(workload):
         forward = parallelism.layer_seconds(cluster, workload).forward_s[mach, np.arange(n_layers)] + wait
     else:
@@ -921,14 +934,15 @@ def _iteration_times(
 ) -> np.ndarray:
     """``[N]`` iteration times of validated placements (no dense link matrix); ``T_pp`` alone
     with ``pipeline_only``."""
-    wait = moe_wait_s(cluster, workload, mach)  # None for dense models
+    max_link = _max_link_occupancy_s(cluster, workload, mach)
+    wait = moe_wait_s(cluster, workload, mach, max_link)  # None for dense models
     compute = machine_compute_s(cluster, workload, mach, wait)
-    bottleneck = np.maximum(compute.max(axis=1), _max_link_occupancy_s(cluster, workload, mach))
+    bottleneck = np.maximum(compute.max(axis=1), max_link)
     plan = parallelism.plan_active(workload)
-    stages = wait is not None and bool(wait.any())
-    paths = latency_paths_s(cluster, workload, mach, slots=plan or stages, wait=wait)
+    stages = moe_stages(cluster, mach, compute, bottleneck, wait)
+    paths = latency_paths_s(cluster, workload, mach, slots=plan or stages.any(), wait=wait)
     stash = stash_micro_batches(workload, mach)
-    busy = stage_pipeline_s(cluster, workload, mach, compute, bottleneck, paths, wait, stash) if stages else None
+    busy = stage_pipeline_s(cluster, workload, mach, compute, paths, wait, stash, stages) if stages.any() else None
     pipeline = pipeline_time_s(workload, paths.first_s, bottleneck, stash, busy)
     if plan:
         pipeline = np.maximum(pipeline, machine_bound_s(workload, compute, mach, paths))

@@ -43,6 +43,7 @@ balanced placement, and any ``D = 1`` one).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -210,6 +211,20 @@ def a2a_latency_s(
 
     ``q_ab`` is the queueing of :func:`a2a_queue_s` at the cycle ``cycle_s`` (``[N]`` seconds
     per micro-batch); without ``cycle_s`` the round trips are the uncontended ones."""
+    if cycle_s is None:
+        return a2a_contended_s(cluster, workload, mach, None)
+    return a2a_contended_s(cluster, workload, mach, lambda _alone: cycle_s)
+
+
+def a2a_contended_s(
+    cluster: Cluster,
+    workload: Workload,
+    mach: np.ndarray,
+    cycle_of: Callable[[np.ndarray], np.ndarray] | None,
+) -> np.ndarray:
+    """:func:`a2a_latency_s` with the queueing at the cycle ``cycle_of(uncontended waits)``
+    (``[N]`` seconds; the uncontended waits without ``cycle_of``): one pass over the round trips
+    for :func:`hulk_env.cost.moe_wait_s`, whose cycle needs the uncontended waits."""
     n, d, n_layers = mach.shape
     out = np.zeros((n, d, n_layers))
     layers = moe_layer_indices(workload)
@@ -224,10 +239,12 @@ def a2a_latency_s(
     moe = workload.moe
     wire = (moe.a2a_bytes[layers] / size)[:, None, None, :] * (1.0 / bw[a, b] + 1.0 / bw[b, a])
     round_trip = moe.a2a_count[layers] * (lat[a, b] + lat[b, a]) + wire
-    if cycle_s is not None:
-        round_trip = round_trip + a2a_queue_s(cluster, workload, mach, cycle_s)
     member = first[:, None, :, :] & (a != b)
     out[:, :, layers] = np.where(member, round_trip, 0.0).max(axis=2)
+    if cycle_of is None or not out.any():
+        return out
+    queue = a2a_queue_s(cluster, workload, mach, cycle_of(out))
+    out[:, :, layers] = np.where(member, round_trip + queue, 0.0).max(axis=2)
     return out
 
 
@@ -245,7 +262,7 @@ def serves_one_replica(mach: np.ndarray, n_machines: int) -> np.ndarray:
 def a2a_queue_s(cluster: Cluster, workload: Workload, mach: np.ndarray, cycle_s: np.ndarray) -> np.ndarray:
     """``[N, D, D, K]`` seconds the exchange of slot ``r`` (on ``a``) with the member at
     replica ``r'`` (on ``b``) queues behind other transfers, per pass, for the ``K`` MoE layers
-    (entries outside a group are meaningless; :func:`a2a_latency_s` masks them).
+    (entries outside a group are 0).
 
     Queueing (the mean residual transmission a random arrival finds: Kleinrock, *Queueing
     Systems* vol. 1, 1975, Sec. 5.2, the Pollaczek-Khinchine numerator ``lambda E[S^2] / 2``):
@@ -270,50 +287,59 @@ def a2a_queue_s(cluster: Cluster, workload: Workload, mach: np.ndarray, cycle_s:
     layers = moe_layer_indices(workload)
     sub = mach[:, :, layers]  # [N, D, K]
     first = _first_occurrence(sub)
-    size = first.sum(axis=1)
+    a = np.broadcast_to(sub[:, :, None, :], (n, d, d, len(layers)))  # initiator (slot r)
+    b = np.broadcast_to(sub[:, None, :, :], (n, d, d, len(layers)))  # member (replica r')
+    one = serves_one_replica(mach, m)
+    rows = np.arange(n)[:, None, None, None]
+    queues = first[:, None, :, :] & (a != b) & ~(one[rows, a] & one[rows, b])
+    if not queues.any():
+        return np.zeros(a.shape)
     bw = cluster.bandwidth_bps
     moe = workload.moe
     rounds = np.maximum(np.round(moe.a2a_count[layers]), 1.0)
-    chunk = moe.a2a_bytes[layers] / rounds / size  # [N, K] bytes per round and member
-    a = np.broadcast_to(sub[:, :, None, :], (n, d, d, len(layers)))  # initiator (slot r)
-    b = np.broadcast_to(sub[:, None, :, :], (n, d, d, len(layers)))  # member (replica r')
-    member = first[:, None, :, :] & (a != b)
-    # Squared seconds per cycle on each directed link: every round, both passes (2 c transfers).
-    times = 2.0 * rounds * member
-    dispatch_sq = times * (chunk[:, None, None, :] / bw[a, b]) ** 2  # on a -> b, a's exchange
-    combine_sq = times * (chunk[:, None, None, :] / bw[b, a]) ** 2  # on b -> a, a's exchange
+    chunk = moe.a2a_bytes[layers] / rounds / first.sum(axis=1)  # [N, K] bytes per round and member
+    # Squared seconds per cycle of each exchange's transfers: every round, both passes.
+    times = 2.0 * rounds * (first[:, None, :, :] & (a != b))
+    dispatch_sq = (times * (chunk[:, None, None, :] / bw[a, b]) ** 2).reshape(n, -1)  # on a -> b
+    combine_sq = (times * (chunk[:, None, None, :] / bw[b, a]) ** 2).reshape(n, -1)  # on b -> a
     src, dst = mach[:, :, workload.edges[:, 0]], mach[:, :, workload.edges[:, 1]]
     act = workload.activation_bytes[workload.edges[:, 0]]
     edge_keys = np.concatenate([(src * m + dst).reshape(n, -1), (dst * m + src).reshape(n, -1)], axis=1)
     edge_sq = np.concatenate([((act / bw[src, dst]) ** 2).reshape(n, -1), ((act / bw[dst, src]) ** 2).reshape(n, -1)], axis=1)
     ab, ba = (a * m + b).reshape(n, -1), (b * m + a).reshape(n, -1)
-    # a -> b: edges and the combines a sends for b's exchanges (b -> a of b's own, keyed b*m+a
-    # from b's side: the initiator's "ba" link); b -> a: edges and b's dispatches.
-    on_ab = _keyed_sums(
-        np.concatenate([edge_keys, ba], axis=1), np.concatenate([edge_sq, combine_sq.reshape(n, -1)], axis=1), ab
-    )
-    on_ba = _keyed_sums(
-        np.concatenate([edge_keys, ab], axis=1), np.concatenate([edge_sq, dispatch_sq.reshape(n, -1)], axis=1), ba
-    )
+    # Per link: edges (class 0), combines (1: an exchange's "ba" link, sent by its member),
+    # dispatches (2: its "ab" link).
+    sums = _keyed_sums(
+        np.concatenate([edge_keys, ba, ab], axis=1),
+        np.concatenate([edge_sq, combine_sq, dispatch_sq], axis=1),
+        np.repeat(np.arange(3), [edge_keys.shape[1], ba.shape[1], ab.shape[1]]),
+        np.concatenate([ab, ba], axis=1),
+    )  # [N, 2 D D K, 3]
+    edges, combines, dispatches = sums[:, :, 0], sums[:, :, 1], sums[:, :, 2]
+    k = ab.shape[1]
+    # a -> b: edges and the combines a sends for b's exchanges (those whose "ba" link is a -> b);
+    # b -> a: edges and b's dispatches (those whose "ab" link is b -> a).
+    on_ab = edges[:, :k] + combines[:, :k]
+    on_ba = edges[:, k:] + dispatches[:, k:]
     cycle = np.where(cycle_s > 0, cycle_s, np.inf)[:, None, None, None]  # no work: no queue
     queue = rounds * (on_ab + on_ba).reshape(a.shape) / (2.0 * cycle)
-    one = serves_one_replica(mach, m)
-    rows = np.arange(n)[:, None, None, None]
-    in_step = one[rows, a] & one[rows, b]
-    return np.where(member & ~in_step, queue, 0.0)
+    return np.where(queues, queue, 0.0)
 
 
-def _keyed_sums(keys: np.ndarray, weights: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``[N, Q]`` per row, the sum of ``weights`` (``[N, K]``) over the entries whose key equals
-    each ``query`` key (0 where none does); keys are small non-negative ints (links ``a M + b``)."""
-    n = len(keys)
+def _keyed_sums(keys: np.ndarray, weights: np.ndarray, classes: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``[N, Q, C]``: per row and ``query`` key, the sum of ``weights`` over the entries of each
+    class with that key (0 where none). ``keys``, ``weights``: ``[N, K]``; keys are small
+    non-negative ints (links ``a M + b``); ``classes``: ``[K]`` ints ``0 .. C - 1``."""
+    n, n_classes = len(keys), int(classes.max()) + 1
     span = int(max(keys.max(initial=0), query.max(initial=0))) + 1
     rows = np.arange(n, dtype=np.int64)[:, None] * span
     unique, inverse = np.unique((rows + keys).ravel(), return_inverse=True)
-    sums = np.bincount(inverse.ravel(), weights=weights.ravel(), minlength=len(unique))
+    slots = inverse.ravel() * n_classes + np.broadcast_to(classes, keys.shape).ravel()
+    sums = np.bincount(slots, weights=weights.ravel(), minlength=len(unique) * n_classes).reshape(-1, n_classes)
     wanted = (rows + query).ravel()
     pos = np.minimum(np.searchsorted(unique, wanted), len(unique) - 1)
-    return np.where(unique[pos] == wanted, sums[pos], 0.0).reshape(query.shape)
+    found = (unique[pos] == wanted)[:, None]
+    return np.where(found, sums[pos], 0.0).reshape(*query.shape, n_classes)
 
 
 def expert_memory_bytes(
