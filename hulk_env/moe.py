@@ -292,8 +292,13 @@ def a2a_queue_s(cluster: Cluster, workload: Workload, mach: np.ndarray, cycle_s:
     one = serves_one_replica(mach, m)
     rows = np.arange(n)[:, None, None, None]
     queues = first[:, None, :, :] & (a != b) & ~(one[rows, a] & one[rows, b])
-    if not queues.any():
-        return np.zeros(a.shape)
+    out = np.zeros(a.shape)
+    some = queues.reshape(n, -1).any(axis=1)
+    if not some.any():
+        return out
+    if not some.all():  # only the placements where some exchange queues
+        out[some] = a2a_queue_s(cluster, workload, mach[some], cycle_s[some])
+        return out
     bw = cluster.bandwidth_bps
     moe = workload.moe
     rounds = np.maximum(np.round(moe.a2a_count[layers]), 1.0)
@@ -326,12 +331,31 @@ def a2a_queue_s(cluster: Cluster, workload: Workload, mach: np.ndarray, cycle_s:
     return np.where(queues, queue, 0.0)
 
 
+_DENSE_TABLE = 1 << 21  # entries of a dense per-link table (16 MiB); beyond, keys are sorted
+
+
 def _keyed_sums(keys: np.ndarray, weights: np.ndarray, classes: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``[N, Q, C]``: per row and ``query`` key, the sum of ``weights`` over the entries of each
     class with that key (0 where none). ``keys``, ``weights``: ``[N, K]``; keys are small
-    non-negative ints (links ``a M + b``); ``classes``: ``[K]`` ints ``0 .. C - 1``."""
+    non-negative ints (links ``a M + b``); ``classes``: ``[K]`` ints ``0 .. C - 1``. Dense
+    tables of every key over a few rows at a time where they are small (tens of machines),
+    else the keys sorted (thousands)."""
     n, n_classes = len(keys), int(classes.max()) + 1
     span = int(max(keys.max(initial=0), query.max(initial=0))) + 1
+    per_rows = _DENSE_TABLE // (span * n_classes)
+    if per_rows >= 1:
+        out = np.empty((*query.shape, n_classes))
+        cls = np.broadcast_to(classes, (min(n, per_rows), keys.shape[1]))
+        for start in range(0, n, per_rows):
+            k, q = keys[start : start + per_rows], query[start : start + per_rows]
+            rows = np.arange(len(k), dtype=np.int64)[:, None] * span
+            table = np.bincount(
+                ((rows + k) * n_classes + cls[: len(k)]).ravel(),
+                weights=weights[start : start + per_rows].ravel(),
+                minlength=len(k) * span * n_classes,
+            ).reshape(-1, n_classes)
+            out[start : start + per_rows] = table[(rows + q).ravel()].reshape(*q.shape, n_classes)
+        return out
     rows = np.arange(n, dtype=np.int64)[:, None] * span
     unique, inverse = np.unique((rows + keys).ravel(), return_inverse=True)
     slots = inverse.ravel() * n_classes + np.broadcast_to(classes, keys.shape).ravel()
