@@ -207,7 +207,10 @@ def _loop_queue_s(cluster, w, mach, cycle_s):
     return out
 
 
-def test_all_to_all_queueing_matches_a_loop_over_the_transfers():
+@pytest.mark.parametrize("table", ["dense", "sorted"])
+def test_all_to_all_queueing_matches_a_loop_over_the_transfers(table, monkeypatch):
+    if table == "sorted":  # the path of clusters of thousands of machines
+        monkeypatch.setattr(moe, "_DENSE_TABLE", 1)
     cases = [c for c in validation_cases(40, seed=3, models_drawn=MOE_VALIDATION_MODELS) if c.workload.data_parallel > 1]
     checked = 0
     for c in cases[:6]:
@@ -249,7 +252,7 @@ def test_moe_pipelines_fill_with_a_busy_bottleneck():
     assert bd.pipeline_s == pytest.approx(sim.pipeline_s, rel=0.02)
 
 
-def test_moe_cost_paths_agree_on_a_batch():
+def test_moe_cost_paths_agree_on_a_batch(monkeypatch):
     """The one-placement and fast paths agree bit for bit on MoE placements of every style (the
     dense link matrix of ``evaluate`` sums a link's transfers in another order: last bits), and
     a batch equals its placements one by one (the queueing's keyed sums are per row)."""
@@ -270,6 +273,9 @@ def test_moe_cost_paths_agree_on_a_batch():
     assert together.tolist() == alone
     full = cost.evaluate_batch(c.cluster, c.workload, batch, dense_links=False).iteration_time_s
     assert full.tolist() == alone
+    for table in (3 * c.cluster.num_machines**2 * 3, 1):  # 3 placements per dense table; sorted keys
+        monkeypatch.setattr(moe, "_DENSE_TABLE", table)
+        assert cost.iteration_times(c.cluster, c.workload, batch).iteration_time_s.tolist() == alone
 
 
 def test_show_model_prints_active_params_and_all_to_all(cli_runner=None):
