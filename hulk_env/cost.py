@@ -80,9 +80,13 @@ the defaults every figure above is unchanged.
 Mixture-of-experts layers (:mod:`hulk_env.moe`, where the formulas live): their all-to-all
 within each layer's expert-parallel group adds to ``X_ab`` like pipeline edges, and to ``P`` and
 to ``C_m`` (a blocking collective: the machine waits) as the wait of each MoE slot's forward and
-backward; routed-expert parameters leave the rings and
-are held once per machine of the group, ``ceil(E / G)`` experts each. Without MoE layers every
-figure is as above, bit for bit.
+backward (:func:`moe_wait_s`: the round trip plus its queueing behind other transfers where a
+machine serves several replicas); routed-expert parameters leave the rings and
+are held once per machine of the group, ``ceil(E / G)`` experts each. Where an MoE placement
+is a set of disjoint pipelines with a machine bottleneck, ``T_pp`` takes the busy-bottleneck
+fill of :func:`stage_pipeline_s` when it is shorter than the textbook term. Without an
+all-to-all (dense models, ``D = 1``, one machine per group) every figure is as above, bit for
+bit (``tests/test_moe.py`` checks dense figures against main's).
 """
 
 from __future__ import annotations

@@ -33,7 +33,9 @@ the next kernel waits for it), so a machine's seconds per micro-batch ``C_m`` ad
 wait in both passes (:func:`a2a_latency_s`). Dispatches to the members
 run side by side on different links, each combine after its dispatch, so one exchange takes
 ``max_b [alpha_ab + alpha_ba + (V / G) (1 / beta_ab + 1 / beta_ba)]`` (:func:`a2a_latency_s`);
-``a2a_count`` exchanges of ``V / a2a_count`` each add ``a2a_count`` round-trip latencies.
+``a2a_count`` exchanges of ``V / a2a_count`` each add ``a2a_count`` round-trip latencies. Where
+one of the two machines serves several replicas, each dispatch and combine also waits the mean
+residual transmission of the other transfers on its link (:func:`a2a_queue_s`).
 
 Simplification (stated, not hidden): the expert FLOPs of a slot are charged to the machine of the
 slot. With uniform routing a group member computes ``1 / G`` of every slot's expert tokens, which

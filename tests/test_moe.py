@@ -173,8 +173,8 @@ def test_dense_costs_are_bit_identical_to_before_the_moe_terms(row):
 
 
 def _loop_queue_s(cluster, w, mach, cycle_s):
-    """a2a_queue_s by a loop over every transfer of one placement ``[D, L]``: per slot ``(r, l)``
-    on ``a`` and member ``b``, ``c`` times the squared seconds per cycle of the other transfers on
+    """a2a_queue_s by a loop over every transfer of one placement ``[D, L]``: per slot
+    ``(r, layer)`` on ``a`` and member ``b``, ``c`` times the squared seconds per cycle of the other transfers on
     ``a -> b`` (edges, combines for ``b``'s exchanges) and ``b -> a`` (edges, ``b``'s dispatches),
     over ``2 T``; 0 between machines that each serve one replica."""
     bw, m = cluster.bandwidth_bps, cluster.num_machines
@@ -185,25 +185,25 @@ def _loop_queue_s(cluster, w, mach, cycle_s):
             sq[:, a, b] += (w.activation_bytes[u] / bw[a, b]) ** 2
             sq[:, b, a] += (w.activation_bytes[u] / bw[b, a]) ** 2
     layers = moe.moe_layer_indices(w)
-    groups = {l: list(dict.fromkeys(mach[:, l].tolist())) for l in layers}
-    rounds = {l: max(round(float(w.moe.a2a_count[l])), 1) for l in layers}
-    for l in layers:
-        chunk = w.moe.a2a_bytes[l] / rounds[l] / len(groups[l])
+    groups = {layer: list(dict.fromkeys(mach[:, layer].tolist())) for layer in layers}
+    rounds = {layer: max(round(float(w.moe.a2a_count[layer])), 1) for layer in layers}
+    for layer in layers:
+        chunk = w.moe.a2a_bytes[layer] / rounds[layer] / len(groups[layer])
         for r in range(len(mach)):
-            x = mach[r, l]
-            for y in groups[l]:
+            x = mach[r, layer]
+            for y in groups[layer]:
                 if y != x:  # x's exchange: dispatch x -> y, combine y -> x
-                    sq[1, x, y] += 2 * rounds[l] * (chunk / bw[x, y]) ** 2
-                    sq[0, y, x] += 2 * rounds[l] * (chunk / bw[y, x]) ** 2
+                    sq[1, x, y] += 2 * rounds[layer] * (chunk / bw[x, y]) ** 2
+                    sq[0, y, x] += 2 * rounds[layer] * (chunk / bw[y, x]) ** 2
     one = {x: len({r for r in range(len(mach)) if x in mach[r]}) == 1 for x in np.unique(mach)}
     out = {}
-    for l in layers:
+    for layer in layers:
         for r in range(len(mach)):
-            a = mach[r, l]
-            for b in groups[l]:
+            a = mach[r, layer]
+            for b in groups[layer]:
                 if b != a:
-                    q = 0.0 if one[a] and one[b] else rounds[l] * (sq[0, a, b] + sq[1, b, a]) / (2 * cycle_s)
-                    out[(r, l, b)] = q
+                    q = 0.0 if one[a] and one[b] else rounds[layer] * (sq[0, a, b] + sq[1, b, a]) / (2 * cycle_s)
+                    out[(r, layer, b)] = q
     return out
 
 
@@ -218,9 +218,9 @@ def test_all_to_all_queueing_matches_a_loop_over_the_transfers(table, monkeypatc
         queue = moe.a2a_queue_s(c.cluster, c.workload, mach[None], np.array([7.0]))[0]  # [D, D, K]
         layers = moe.moe_layer_indices(c.workload).tolist()
         expected = _loop_queue_s(c.cluster, c.workload, mach, 7.0)
-        for (r, l, b), q in expected.items():
-            r2 = next(i for i in range(len(mach)) if mach[i, l] == b)  # the member's first replica
-            assert queue[r, r2, layers.index(l)] == pytest.approx(q, rel=1e-12, abs=1e-300)
+        for (r, layer, b), q in expected.items():
+            r2 = next(i for i in range(len(mach)) if mach[i, layer] == b)  # the member's first replica
+            assert queue[r, r2, layers.index(layer)] == pytest.approx(q, rel=1e-12, abs=1e-300)
             checked += q > 0
     assert checked > 0  # some exchanges do queue in these placements
 

@@ -1,9 +1,10 @@
 """Write the dense before-values (run on the unchanged model)."""
 import json
-import numpy as np
 from dataclasses import replace
+
 from hulk_env import cost
-from hulk_env.simulate import validation_cases, MOE_VALIDATION_MODELS
+from hulk_env.simulate import MOE_VALIDATION_MODELS, validation_cases
+
 cases = validation_cases(12, seed=7)  # dense models
 moe_cases = validation_cases(12, seed=7, models_drawn=MOE_VALIDATION_MODELS)
 rows = []
