@@ -27,7 +27,7 @@ from hulk_env.env.observation import GLOBAL_HIGH, GLOBAL_INDEX, plan_features
 from hulk_env.errors import HulkInputError
 from hulk_env.evaluation import load_suite, suite_instance
 from hulk_env.evaluation.suites import SETTINGS_V0_CASES
-from hulk_env.generators import InstanceListGenerator, make_generator
+from hulk_env.generators import InstanceListGenerator, make_generator, naive_fits_memory
 from hulk_env.generators.random_geo import PLAN_INNER_STEPS, PLAN_OUTER_BITS
 from hulk_env.money import dollars
 from hulk_env.parallelism import plan_info
@@ -167,6 +167,7 @@ def test_random_generator_draws_plan_settings_only_when_asked():
         assert 0 <= w.zero <= 3
         if w.sync == "diloco":
             assert w.inner_steps in PLAN_INNER_STEPS and w.outer_bits in PLAN_OUTER_BITS
+        assert naive_fits_memory(b)  # what the env's witness needs at reset
         drawn.append((w.tensor_parallel, w.zero, w.sync))
     assert len(set(drawn)) > 4
     with pytest.raises(HulkInputError, match="true or false"):
@@ -181,7 +182,7 @@ def test_settings_suite_varies_the_settings(settings_suite):
     assert {w.sync for w in ws} == {"every-step", "diloco"}
     assert {w.outer_bits for w in ws if w.sync == "diloco"} == {4, 8, 16, 32}
     assert any(w.streaming for w in ws) and not all(w.streaming for w in ws if w.sync == "diloco")
-    assert all(reference_fits(i) and int(i.cluster.num_gpus.min()) > 1 for i in settings_suite)
+    assert all(reference_fits(i) and naive_fits_memory(i) and int(i.cluster.num_gpus.min()) > 1 for i in settings_suite)
     for (machines, _model, replicas, settings), inst in zip(SETTINGS_V0_CASES, settings_suite, strict=True):
         assert inst.num_machines == machines and inst.data_parallel == replicas
         assert all(getattr(inst.workload, k) == v for k, v in settings.items())

@@ -9,7 +9,7 @@ import numpy as np
 
 from hulk_env.cluster import Cluster, geo_cluster
 from hulk_env.errors import HulkInputError
-from hulk_env.generators.base import KEY_RANGE, choices, int_range, resample
+from hulk_env.generators.base import KEY_RANGE, choices, int_range, naive_fits_memory, resample
 from hulk_env.hardware import geo
 from hulk_env.instance import Instance
 from hulk_env.workload import TransformerConfig, build_transformer
@@ -20,6 +20,7 @@ PLAN_ZERO_STAGES = (0, 1, 2, 3)
 PLAN_INNER_STEPS = (10, 100, 500)
 PLAN_OUTER_BITS = (32, 16, 8, 4)
 PLAN_STREAM = 7_741  # the settings' own random stream: a key's cluster and model stay the same
+PLAN_DRAWS = 8  # settings drawn per instance until the naive placement fits under them
 
 
 def draw_plan_settings(rng: np.random.Generator, cluster: Cluster) -> dict[str, Any]:
@@ -79,8 +80,11 @@ class RandomGeoGenerator:
         max_tries: draws before giving up on finding a feasible instance.
         name: prefix of the instance ids.
         plan_settings: draw plan settings per instance (:func:`draw_plan_settings`, from a
-            stream of its own: the key's cluster and model are the same either way); off by
-            default, so the default draws are those from before the settings existed.
+            stream of its own: the key's cluster and model are the same either way), up to
+            :data:`PLAN_DRAWS` times until the naive placement fits under them
+            (:func:`naive_fits_memory`: more groups inside a machine hold more copies), else
+            the default settings; off by default, so the default draws are those from before
+            the settings existed.
     """
 
     num_machines: tuple[int, int] = (4, 12)
@@ -167,7 +171,12 @@ class RandomGeoGenerator:
             data_parallel=int(rng.choice(self.data_parallel)),
             schedule=str(rng.choice(self.schedules)),
         )
-        workload = build_transformer(cfg)
-        if self.plan_settings:
-            workload = workload.with_training(**draw_plan_settings(np.random.default_rng([key, PLAN_STREAM]), cluster))
-        return Instance(cluster, workload, f"{self.name}/{key}")
+        plain = Instance(cluster, build_transformer(cfg), f"{self.name}/{key}")
+        if not self.plan_settings:
+            return plain
+        rng = np.random.default_rng([key, PLAN_STREAM])
+        for _ in range(PLAN_DRAWS):
+            planned = Instance(cluster, plain.workload.with_training(**draw_plan_settings(rng, cluster)), plain.instance_id)
+            if naive_fits_memory(planned):
+                return planned
+        return plain
