@@ -53,7 +53,6 @@ from hulk_env.cluster import Cluster, geo_cluster, load_hulk_dir, paper_data_dir
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import memory_tightness
 from hulk_env.generators import ToyGenerator, naive_fits_memory
-
 from hulk_env.hardware import geo
 from hulk_env.instance import Instance
 from hulk_env.reference import reference_fits
