@@ -174,6 +174,20 @@ def test_random_generator_draws_plan_settings_only_when_asked():
         make_generator("random", plan_settings="yes")
 
 
+def test_env_on_drawn_plan_settings_passes_check_env():
+    from gymnasium.utils.env_checker import check_env
+
+    env = PlacementEnvV1(generator="random", generator_kwargs={"plan_settings": True})
+    seen = set()
+    for seed in range(6):
+        obs, info = env.reset(seed=seed)
+        assert env.observation_space.contains(obs)
+        assert obs["globals"][GLOBAL_INDEX["zero_stage"]] == pytest.approx(info["plan_settings"]["zero"] / 3)
+        seen.add(tuple(obs["globals"][LEGACY_GLOBALS:].round(6)))
+    assert len(seen) > 3
+    check_env(env, skip_render_check=True)
+
+
 def test_settings_suite_varies_the_settings(settings_suite):
     assert [i.instance_id for i in settings_suite] == [f"settings-v0/{i}" for i in range(len(SETTINGS_V0_CASES))]
     ws = [i.workload for i in settings_suite]
