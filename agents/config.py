@@ -56,6 +56,8 @@ class EnvConfig:
         max_edges: layer-graph edge padding (``0`` = the largest instance's).
         reward: ``terminal``, ``dense`` (the env's potential-based shaping) or ``stay``
             (:class:`agents.shaping.StayLookahead`); all three have the same episode return.
+            ``cost`` (the log dollar saving per iteration over naive) or ``mixed`` (its mean
+            with the log speed-up): :mod:`hulk_env.rewards`; validation scores the same objective.
         invalid_action: ``fallback`` or ``penalty`` (never reached with masking).
         lookahead: add the one-step lookahead observation of :mod:`agents.shaping` (the
             shaped reward of every action, from one batched cost-model call per step).

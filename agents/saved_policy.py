@@ -207,7 +207,7 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
         )
     policy = build_policy_network(meta["policy"], padding, lookahead_of(meta), plan_of(meta))
     try:
-        policy.load_state_dict(state)
+        policy.load_state_dict(pad_new_globals(state, policy.state_dict()))
     except (RuntimeError, TypeError, AttributeError) as exc:
         raise HulkInputError(
             f"weights do not fit the network described in policy.json: {str(exc).splitlines()[0]}",
@@ -215,6 +215,39 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
         ) from None
     policy.set_training_mode(False)
     return LoadedPolicy(policy, padding, meta, directory, _load_ranker(directory))
+
+
+# Weights whose input columns end with the env's ``globals`` and then the network's own
+# instance features (agents.gnn: the current slot's Linear; the pointer head's context and
+# critic read the pooled summary, which ends the same way).
+GLOBALS_READERS = ("current.weight", "mlp_extractor.context.weight", "mlp_extractor.critic.0.0.weight")
+TRAILING_COLUMNS = 2  # agents.gnn's instance features after the globals (log2 D / 3, memory need / memory)
+LEGACY_GLOBALS = 5  # globals before the plan settings joined them (progress ... stash)
+
+
+def pad_new_globals(state: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with zero input columns inserted where the env's ``globals`` grew since it was
+    saved (the plan settings of :data:`hulk_env.env.GLOBAL_FEATURES`), so an older policy
+    computes exactly what it did: a new column's weights are 0, and at the default settings
+    its value is 0 too. Only the :data:`GLOBALS_READERS` weights are padded, only by columns
+    the globals gained (at most ``len(GLOBAL_FEATURES) - LEGACY_GLOBALS``), inserted after the
+    old globals and before the :data:`TRAILING_COLUMNS`; every other mismatch is left for
+    ``load_state_dict`` to refuse. ``expected``: the new network's ``state_dict()``."""
+    import torch
+
+    from hulk_env.env import GLOBAL_FEATURES
+
+    out = dict(state)
+    for key, want in expected.items():
+        have = state.get(key)
+        if not key.endswith(GLOBALS_READERS) or not isinstance(have, torch.Tensor) or have.dim() != 2:
+            continue
+        missing = want.shape[1] - have.shape[1]
+        if have.shape[0] != want.shape[0] or not 0 < missing <= len(GLOBAL_FEATURES) - LEGACY_GLOBALS:
+            continue
+        at = have.shape[1] - TRAILING_COLUMNS
+        out[key] = torch.cat([have[:, :at], have.new_zeros(have.shape[0], missing), have[:, at:]], dim=1)
+    return out
 
 
 def _load_ranker(directory: Path) -> Any:

@@ -87,7 +87,7 @@ from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import Padding
 from hulk_env.files import atomic_write_text
 from hulk_env.instance import Instance
-from hulk_env.rewards import DEAD_END_REWARD, log_speedup_reward
+from hulk_env.rewards import DEAD_END_REWARD, log_saving_reward, log_speedup_reward
 from hulk_env.traffic import wan_share
 
 CHECKPOINT = "checkpoint.pt"
@@ -108,7 +108,8 @@ class PlacementMetrics(gym.Wrapper):
         return self.env.unwrapped.action_masks()
 
 
-REWARDS = ("terminal", "dense", "stay")
+REWARDS = ("terminal", "dense", "stay", "cost", "mixed")
+DOLLAR_REWARDS = ("cost", "mixed")  # scored in dollars too (hulk_env.rewards.CostReward, MixedReward)
 
 
 def make_env(generator: Any, padding: Padding, config: RunConfig) -> gym.Env:
@@ -274,11 +275,17 @@ class Validation(BaseCallback):
     (the decision that ships, :func:`agents.inference.policy_placement`: with the plan, the
     fastest of the best start's rollout, its plan and the naive placement).
 
-    The score is the mean log speed-up over the naive placement (the env's terminal reward; a
-    rollout that does not complete scores ``DEAD_END_REWARD``), so it ranks policies as the
-    geometric-mean speed-up does. Each evaluation is a row of ``eval/evaluations.csv`` and
-    ``eval/mean_speedup_vs_naive`` in TensorBoard; a new best is saved as ``best_policy/``; then
-    ``on_eval(timesteps, mean_speedup)`` is told (e.g. a Ray Tune trial, :mod:`agents.tune`).
+    The score is the mean over instances of the objective being trained (:func:`objective`:
+    the log speed-up over the naive placement, the env's terminal reward; with ``env.reward``
+    ``cost`` the log dollar saving per iteration over it, with ``mixed`` their mean; a rollout
+    that does not complete scores ``DEAD_END_REWARD``) of the candidate that scores best on it,
+    so the best checkpoint is chosen on what is trained (with the speed rewards: the fastest
+    candidate, the geometric-mean speed-up's ranking). Each evaluation is a row of
+    ``eval/evaluations.csv`` (``mean_reward``: the score; ``mean_speedup``: the geometric-mean
+    speed-up of the chosen candidates) and ``eval/mean_reward``, ``eval/mean_speedup_vs_naive``
+    in TensorBoard; a new best is saved as ``best_policy/``; then ``on_eval(timesteps,
+    exp(score))`` is told (e.g. a Ray Tune trial, :mod:`agents.tune`): the geometric-mean
+    speed-up under the speed rewards, the objective's factor under ``cost`` and ``mixed``.
 
     Args:
         run_dir: the run directory.
@@ -297,6 +304,8 @@ class Validation(BaseCallback):
         self.run_dir, self.config, self.padding, self.every, self.on_eval = run_dir, config, padding, every, on_eval
         self.instances = instances
         self.reference_s = [reference_time_s(i) for i in instances]
+        dollars = config.env.reward in DOLLAR_REWARDS  # reference dollars only when scored on them
+        self.reference_usd = [reference_usd(i, t) if dollars else None for i, t in zip(instances, self.reference_s, strict=True)]
         self.best_mean_reward = -np.inf
         self.last_mean_reward = -np.inf
         self._last = 0
@@ -314,16 +323,18 @@ class Validation(BaseCallback):
         """Place every held-out instance greedily; record, keep the best, tell; the mean reward."""
         from agents.inference import START_CANDIDATES, sampled_rollouts
 
-        rewards = []
+        rewards, speedups = [], []
         training = policy.training
         policy.set_training_mode(False)
-        for inst, ref in zip(self.instances, self.reference_s, strict=True):
-            # The decision that ships (policy_placement): with the plan, the fastest candidate.
+        for inst, ref, ref_usd in zip(self.instances, self.reference_s, self.reference_usd, strict=True):
+            # The decision that ships (policy_placement): with the plan, the best candidate.
             done = sampled_rollouts(
                 policy, inst, lookahead_mode(self.config), plan=self.config.env.plan, starts=START_CANDIDATES
             )
-            best = min((r.iteration_time_s for r in done), default=None)
-            rewards.append(DEAD_END_REWARD if best is None else log_speedup_reward(best, ref))
+            scored = [(candidate_score(self.config.env.reward, inst, r, ref, ref_usd), r) for r in done]
+            score, best = max(scored, key=lambda x: x[0], default=(DEAD_END_REWARD, None))
+            rewards.append(score)
+            speedups.append(DEAD_END_REWARD if best is None else log_speedup_reward(best.iteration_time_s, ref))
         policy.set_training_mode(training)
         mean = float(np.mean(rewards))
         self.last_mean_reward = mean
@@ -336,17 +347,53 @@ class Validation(BaseCallback):
             )  # fmt: skip
         path = self.run_dir / EVALUATIONS_CSV
         rows = path.read_text() if path.exists() else "timesteps,mean_reward,mean_speedup,best_mean_reward\n"
-        speedup = float(np.exp(mean))
+        speedup = float(np.exp(np.mean(speedups)))  # exp(mean) itself under the speed rewards
         rows += f"{int(timesteps)},{mean:.6f},{speedup:.6f},{self.best_mean_reward:.6f}\n"
         atomic_write_text(path, rows)
         if getattr(self, "model", None) is not None:  # during learn(); not for the step-0 evaluation
             self.logger.record("eval/mean_reward", mean)
             self.logger.record("eval/mean_speedup_vs_naive", speedup)
-        print(f"validation at {int(timesteps)} steps: geometric-mean speed-up over naive x{speedup:.3f} "
-              f"(best x{float(np.exp(self.best_mean_reward)):.3f}) on {len(self.instances)} instances", flush=True)
+        what = "speed-up" if self.config.env.reward not in DOLLAR_REWARDS else f"{self.config.env.reward} objective"
+        print(f"validation at {int(timesteps)} steps: geometric-mean {what} over naive x{float(np.exp(mean)):.3f} "
+              f"(best x{float(np.exp(self.best_mean_reward)):.3f}, speed-up x{speedup:.3f}) on {len(self.instances)} instances",
+              flush=True)  # fmt: skip
         if self.on_eval is not None:
-            self.on_eval(int(timesteps), speedup)
+            self.on_eval(int(timesteps), float(np.exp(mean)))
         return mean
+
+
+def objective(reward: str, time_s: float, reference_time_s: float, usd: float | None, reference_usd: float | None) -> float:
+    """A completed placement's value under the training reward ``reward`` (the env's terminal
+    value, :mod:`hulk_env.rewards`): ``R`` = the log speed-up for ``terminal``, ``dense`` and
+    ``stay`` (same episode return), ``C`` = the log dollar saving per iteration for ``cost``,
+    ``(R + C) / 2`` for ``mixed`` (``usd``, ``reference_usd`` only needed for those two)."""
+    speed = log_speedup_reward(time_s, reference_time_s)
+    if reward not in DOLLAR_REWARDS:
+        return speed
+    saving = log_saving_reward(usd, reference_usd)
+    return saving if reward == "cost" else (speed + saving) / 2.0
+
+
+def candidate_score(reward: str, instance: Instance, candidate: Any, reference_time_s: float, reference_usd: float | None) -> float:
+    """:func:`objective` of a candidate placement (:class:`agents.inference.Rollout`), its
+    dollars priced as the env prices them (:func:`hulk_env.money.dollars`, imputed list prices)
+    from its iteration time (no further cost-model call)."""
+    usd = None
+    if reward in DOLLAR_REWARDS:
+        from hulk_env.money import dollars
+
+        c, w = instance.cluster, instance.workload
+        usd = dollars(c, w, candidate.placement, candidate.iteration_time_s, impute=True).usd_per_iteration
+    return objective(reward, candidate.iteration_time_s, reference_time_s, usd, reference_usd)
+
+
+def reference_usd(instance: Instance, reference_time_s: float) -> float:
+    """The naive placement's dollars per iteration (the cost reward's reference)."""
+    from hulk_env.money import dollars
+    from hulk_env.reference import naive_placement
+
+    c, w = instance.cluster, instance.workload
+    return dollars(c, w, naive_placement(instance), reference_time_s, impute=True).usd_per_iteration
 
 
 def reference_time_s(instance: Instance) -> float:

@@ -19,7 +19,7 @@ from hulk_env.evaluation.suites import heldout_specs
 from hulk_env.generators import FixedGenerator, InstanceListGenerator, ToyGenerator
 from hulk_env.validation import limits
 
-SUITES = ("tiny-v0", "geo-v0", "hard-v0", "paper-v0", "unseen-v0", "unseen-v1", "val-v0", "val-x-v0", "val-xl-v0")
+SUITES = ("tiny-v0", "geo-v0", "hard-v0", "paper-v0", "unseen-v0", "unseen-v1", "val-v0", "val-x-v0", "val-xl-v0", "settings-v0")
 
 
 # ---- policies that play the env: random, and deterministic greedy rules --------------------------

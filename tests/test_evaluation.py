@@ -43,7 +43,9 @@ def smallest(instances, k):
 
 
 def test_suite_names_and_unknown_suite():
-    assert suite_names() == ["tiny-v0", "geo-v0", "hard-v0", "paper-v0", "unseen-v0", "unseen-v1", "val-v0", "val-x-v0", "val-xl-v0"]
+    assert suite_names() == [
+        "tiny-v0", "geo-v0", "hard-v0", "paper-v0", "unseen-v0", "unseen-v1", "val-v0", "val-x-v0", "val-xl-v0", "settings-v0"
+    ]
     with pytest.raises(HulkInputError, match="unknown suite 'geo-v9'; choose one of tiny-v0"):
         load_suite("geo-v9")
 

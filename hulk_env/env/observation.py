@@ -23,6 +23,7 @@ from hulk_env.instance import Instance
 from hulk_env.reference import naive_placement
 from hulk_env.rewards import UNPLACED
 from hulk_env.units import GB, TFLOPS
+from hulk_env.workload import Workload
 
 MACHINE_FEATURES = (
     "flops_log",  # clip((log10(FLOP/s) - 12) / 4, 0, 1.5): 1 TFLOP/s -> 0, 10 PFLOP/s -> 1
@@ -57,6 +58,17 @@ GLOBAL_FEATURES = (
     "micro_batches_log",  # clip(log2(num_micro_batches) / 10, 0, 1.5)
     "is_1f1b",  # 1 for the 1F1B schedule, 0 for GPipe
     "stash",  # micro-batches the current replica stashes now / num_micro_batches
+    # The plan settings (hulk_env.parallelism), fixed per instance; every one is 0 at the
+    # defaults (no tensor parallel, ZeRO 0, every-step sync), so default instances observe
+    # what they did before these columns existed (and older policies load: agents.saved_policy).
+    "tensor_parallel_on",  # 1 when machines are modelled GPU by GPU (tensor_parallel >= 1)
+    "tensor_parallel_log",  # clip(log2(tensor_parallel) / 4, 0, 1.5): t = 1 -> 0, 16 -> 1; 0 when off
+    "micro_batch_log",  # clip(log2(micro_batch_size) / 4, 0, 1.5) with tensor parallel on (the groups split it), else 0
+    "zero_stage",  # ZeRO stage / 3
+    "diloco",  # 1 under DiLoCo sync
+    "inner_steps_log",  # clip(log10(H) / 3, 0, 1.5) under DiLoCo (H = 1000 -> 1), else 0
+    "outer_compression",  # log2(32 / outer_bits) / 3 under DiLoCo: 32 bits -> 0, 4 bits -> 1; else 0
+    "streaming",  # 1 under streaming DiLoCo
 )
 MACHINE_INDEX = {name: i for i, name in enumerate(MACHINE_FEATURES)}
 LAYER_INDEX = {name: i for i, name in enumerate(LAYER_FEATURES)}
@@ -64,7 +76,7 @@ GLOBAL_INDEX = {name: i for i, name in enumerate(GLOBAL_FEATURES)}
 CLIP = 1.5  # upper bound of the log-scaled features
 MACHINE_HIGH = np.array([CLIP, 1, CLIP, 1, 1, 1, 1, 1, 1], dtype=np.float32)
 LAYER_HIGH = np.array([CLIP, 1, CLIP, CLIP, CLIP, 1, 1, 1, 1, 1], dtype=np.float32)
-GLOBAL_HIGH = np.array([1, 1, CLIP, 1, 1], dtype=np.float32)
+GLOBAL_HIGH = np.array([1, 1, CLIP, 1, 1, 1, CLIP, CLIP, 1, 1, CLIP, 1, 1], dtype=np.float32)
 
 
 def box(low: float | np.ndarray, high: float | np.ndarray, shape: tuple[int, ...]) -> spaces.Box:
@@ -311,4 +323,27 @@ def _globals(instance: Instance) -> np.ndarray:
     g[GLOBAL_INDEX["micro_batches_log"]] = min(math.log2(w.num_micro_batches) / 10.0, CLIP)
     g[GLOBAL_INDEX["is_1f1b"]] = 0.0 if gpipe else 1.0
     g[GLOBAL_INDEX["stash"]] = 1.0 if gpipe else 0.0
+    for name, value in plan_features(w).items():
+        g[GLOBAL_INDEX[name]] = value
     return g
+
+
+def plan_features(workload: Workload) -> dict[str, float]:
+    """The plan-setting columns of ``globals`` (:data:`GLOBAL_FEATURES`' comments), all 0 at
+    the default settings. Settings without effect under the others stay 0: the micro-batch
+    size matters to the plan only through the tensor-parallel groups' split
+    (:func:`hulk_env.parallelism.group_share`; without tensor parallel it only scales the layer
+    features, observed already), ``H``, bits and streaming only under DiLoCo."""
+    w = workload
+    tp_on = w.tensor_parallel >= 1
+    diloco = w.sync == "diloco"
+    return {
+        "tensor_parallel_on": float(tp_on),
+        "tensor_parallel_log": min(math.log2(w.tensor_parallel) / 4.0, CLIP) if tp_on else 0.0,
+        "micro_batch_log": min(math.log2(w.micro_batch_size) / 4.0, CLIP) if tp_on else 0.0,
+        "zero_stage": w.zero / 3.0,
+        "diloco": float(diloco),
+        "inner_steps_log": min(math.log10(w.inner_steps) / 3.0, CLIP) if diloco else 0.0,
+        "outer_compression": math.log2(32 / w.outer_bits) / 3.0 if diloco else 0.0,
+        "streaming": float(diloco and w.streaming),
+    }

@@ -123,7 +123,8 @@ def observation_space_v1(max_machines: int, max_layers: int, max_edges: int, nei
 
 
 def observation_floats(max_machines: int, max_layers: int, max_edges: int, neighbours: int) -> int:
-    """Floats in one Placement-v1 observation: ``M (F + 4 K + 2) + N (10 + 2) + 3 E + 6``."""
+    """Floats in one Placement-v1 observation: ``M (F + 4 K + 2) + N (10 + 2) + 3 E + 1 + G``
+    (``G = len(GLOBAL_FEATURES)``, 13)."""
     m, n, e, k = max_machines, max_layers, max_edges, neighbours
     return (
         m * (len(MACHINE_FEATURES_V1) + 4 * k + 2)

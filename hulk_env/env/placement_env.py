@@ -92,7 +92,7 @@ class PlacementEnv(gym.Env):
     | ``edges`` | (E, 2) | [0, N-1] | layer-graph edges ``(u, v)`` between slots, replica by replica (float indices) |
     | ``edge_mask`` | (E,) | {0, 1} | 1 for real edges |
     | ``cursor`` | (1,) | [0, N] | the current slot ``t`` (= decisions made; ``D * L`` at the end) |
-    | ``globals`` | (5,) | [0, 1.5] | ``GLOBAL_FEATURES``: progress, current replica, log2 micro-batches / 10, is 1F1B, current stash count / micro-batches |
+    | ``globals`` | (13,) | [0, 1.5] | ``GLOBAL_FEATURES``: progress, current replica, log2 micro-batches / 10, is 1F1B, current stash count / micro-batches; then the plan settings (:func:`hulk_env.env.observation.plan_features`, all 0 at the defaults): tensor parallel on, ``log2 t / 4``, ``log2`` micro-batch size ``/ 4`` under tensor parallel, ZeRO stage / 3, DiLoCo, ``log10 H / 3``, ``log2(32 / bits) / 3`` and streaming under DiLoCo |
     | ``action_mask`` | (M,) | {0, 1} | valid machines for the current slot |
 
     ## Rewards (:mod:`hulk_env.rewards`)
@@ -147,6 +147,10 @@ class PlacementEnv(gym.Env):
     ## Version history
 
     * v0: first version.
+    * v0, issue 35: ``globals`` gained the 8 plan-setting columns (13, was 5). They are 0 at the
+      default settings, so default instances observe what they did (the first 5 columns
+      unchanged); a policy saved with 5 globals loads with zero weights on the new columns
+      (:func:`agents.saved_policy.pad_new_globals`) and decides as before.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

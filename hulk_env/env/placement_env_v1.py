@@ -84,17 +84,17 @@ class PlacementEnvV1(PlacementEnv):
     | ``neighbours`` | (M, K) | machine index of neighbour ``j`` of machine ``i``: its ``K/2`` nearest machines by latency, then the nearest machine of each nearest other region, then more of the nearest; ``-1`` padding |
     | ``neighbour_links`` | (M, K, 2) | ``LINK_FEATURES`` (latency, bandwidth; v0's scaling) of the link ``i -> neighbours[i, j]``, 0 at padding |
     | ``neighbour_mask`` | (M, K) | 1 for real neighbour entries |
-    | ``layer_mask``, ``layer_features`` (N, 10), ``layer_machine`` (N,), ``edges`` (E, 2), ``edge_mask`` (E,), ``cursor`` (1,), ``globals`` (5,), ``action_mask`` (M,) | | as in v0 |
+    | ``layer_mask``, ``layer_features`` (N, 10), ``layer_machine`` (N,), ``edges`` (E, 2), ``edge_mask`` (E,), ``cursor`` (1,), ``globals`` (13,), ``action_mask`` (M,) | | as in v0 |
 
     Memory columns read the witness: ``free_memory`` is ``1 -`` the bytes of the placed slots,
     each replica at the stash count it has in the witness completion, over the machine's memory
     (v0: the open replica at the stash count of its machines so far); ``globals["stash"]`` is the
     open replica's stash count in the witness over the micro-batches.
 
-    Size: ``M (15 + 4 K + 2) + 12 N + 3 E + 6`` floats
+    Size: ``M (15 + 4 K + 2) + 12 N + 3 E + 14`` floats
     (:func:`hulk_env.env.observation_v1.observation_floats`): 81 floats per machine at
     ``K = 16``, whatever ``M`` (v0: ``2 M + 11``). 2,048 machines x GPT-3 1.3B (26 slots):
-    166,281 floats (665 KB; v0 would need 8.4 million).
+    166,289 floats (665 KB; v0 would need 8.4 million).
 
     ## Snapshots
 
@@ -132,6 +132,7 @@ class PlacementEnvV1(PlacementEnv):
       ``num_neighbours`` is keyword-only. Observations, rewards and infos are unchanged.
     * v1, later: ``snapshot()`` and ``restore(snapshot)`` (return to a step of the episode).
       Episodes are unchanged.
+    * v1, issue 35: ``globals`` gained v0's 8 plan-setting columns (0 at the default settings).
     """
 
     def __init__(self, *args: Any, num_neighbours: int = DEFAULT_NEIGHBOURS, **kwargs: Any) -> None:

@@ -28,6 +28,11 @@ Suites (a suite's instances never change under its name; a new design gets a new
 ``val-xl-v0``  3 more draws of ``val-x-v0``'s cases over ``VALIDATION_CITIES`` (66 instances):
                the larger validation pool start settings are compared on (34 instances let 2-4
                of them decide).
+``settings-v0`` 8 clusters of 8-64 multi-GPU machines over ``UNSEEN_CITIES`` x GPT-3 1.3B-13B
+               and LLaMA-13B, D in {1, 2, 4}, each with its own plan settings
+               (``SETTINGS_V0_CASES``: tensor parallel 0-8, ZeRO 0-3, every-step or DiLoCo with
+               H 10-500, 32-4 bits, streaming or not): methods and agents on the plan settings.
+               Reported like ``unseen-v0``, never tuned on.
 =============  ===============================================================================
 
 Every instance of every suite is feasible: the ``naive`` placement fits in memory.
@@ -47,7 +52,7 @@ import numpy as np
 from hulk_env.cluster import Cluster, geo_cluster, load_hulk_dir, paper_data_dir
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import memory_tightness
-from hulk_env.generators import ToyGenerator
+from hulk_env.generators import ToyGenerator, naive_fits_memory
 from hulk_env.hardware import geo
 from hulk_env.instance import Instance
 from hulk_env.reference import reference_fits
@@ -162,6 +167,22 @@ VAL_V0_CASES = (
     (128, "llama-65b", 4, True), (256, "llama-65b", 2, False), (256, "gpt3-2.7b", 4, False),
 )  # fmt: skip
 
+SETTINGS_V0_SEED = 20249
+# (machines, model, replicas, plan settings): each setting takes several values across cases,
+# tensor parallel on every GPU count a box of the mix holds (4 and 8) and on part of one. Every
+# case's naive placement fits under the cost model's memory rule (naive_fits_memory: TP 4 on
+# llama-13b's 8-GPU boxes, or TP 1 on gpt3-6.7b, would not: each group inside a box holds a copy).
+SETTINGS_V0_CASES = (
+    (8, "gpt3-1.3b", 2, {"tensor_parallel": 8}),
+    (8, "gpt3-2.7b", 1, {"tensor_parallel": 2, "zero": 1}),
+    (16, "gpt3-6.7b", 2, {"tensor_parallel": 4, "zero": 2}),
+    (16, "gpt3-1.3b", 4, {"zero": 3}),
+    (32, "gpt3-13b", 2, {"tensor_parallel": 8, "zero": 1, "sync": "diloco", "inner_steps": 100, "outer_bits": 8}),
+    (32, "gpt3-2.7b", 4, {"sync": "diloco", "inner_steps": 500, "outer_bits": 4, "streaming": True}),
+    (64, "llama-13b", 2, {"tensor_parallel": 8, "zero": 3, "sync": "diloco", "inner_steps": 10, "outer_bits": 16}),
+    (64, "gpt3-1.3b", 4, {"tensor_parallel": 1, "zero": 2, "sync": "diloco", "inner_steps": 100, "streaming": True}),
+)  # fmt: skip
+
 SUITES: dict[str, str] = {
     "tiny-v0": f"{TINY_V0_SIZE} toy instances with a known optimum (exhaustive search)",
     "geo-v0": f"{GEO_V0_SIZE} random geo clusters (8-64 machines) x models 125M-175B, D in 1/2/4",
@@ -172,6 +193,7 @@ SUITES: dict[str, str] = {
     "val-v0": f"{len(VAL_V0_CASES)} clusters (8-256 machines) over the validation cities (checkpoint selection)",
     "val-x-v0": f"{len(UNSEEN_V0_CASES)} clusters (8-512 machines) over the validation cities, unseen-v0's cases",
     "val-xl-v0": f"{VAL_XL_V0_DRAWS * len(UNSEEN_V0_CASES)} clusters: {VAL_XL_V0_DRAWS} more draws of val-x-v0's cases (start settings)",
+    "settings-v0": f"{len(SETTINGS_V0_CASES)} clusters (8-64 multi-GPU machines) whose cases vary the plan settings (TP, ZeRO, DiLoCo)",
 }
 
 
@@ -202,6 +224,8 @@ def load_suite(name: str, hulk_data: str | Path | None = None) -> list[Instance]
         return _heldout_suite(*heldout_specs()[key], key)
     if key == "paper-v0":
         return _paper_v0(paper_data_dir() if hulk_data is None else Path(hulk_data))
+    if key == "settings-v0":
+        return [_settings_v0_instance(i) for i in range(len(SETTINGS_V0_CASES))]
     raise HulkInputError(f"unknown suite '{name}'; choose one of {', '.join(SUITES)}", field="suite")
 
 
@@ -212,6 +236,8 @@ def suite_instance(name: str, index: int) -> Instance:
     one instance costs one draw instead of the whole suite (``val-xl-v0``: 66 draws).
     """
     key = str(name).strip().lower()
+    if key == "settings-v0" and 0 <= index < len(SETTINGS_V0_CASES):
+        return _settings_v0_instance(index)
     if key not in heldout_specs():
         return load_suite(name)[index]
     cases, seed, cities = heldout_specs()[key]
@@ -333,6 +359,19 @@ def _draw_heldout_instance(
                 if reference_fits(inst) and (not tight or low <= memory_tightness(inst) <= high):
                     return inst
     raise RuntimeError(f"{instance_id}: no feasible draw for {model}")  # a suite design bug
+
+
+def _settings_v0_instance(index: int) -> Instance:
+    """``settings-v0/<index>``: a held-out draw of the case's cluster and model (every-step,
+    as ``unseen-v0`` draws them), then the case's plan settings."""
+    machines, model, replicas, settings = SETTINGS_V0_CASES[index]
+    instance_id = f"settings-v0/{index}"
+    rng = np.random.default_rng([SETTINGS_V0_SEED, index])
+    drawn = _draw_heldout_instance(rng, machines, model, replicas, False, UNSEEN_CITIES, instance_id)
+    inst = Instance(drawn.cluster, drawn.workload.with_training(**settings), instance_id)
+    if not (reference_fits(inst) and naive_fits_memory(inst)):
+        raise RuntimeError(f"{instance_id}: the naive placement does not fit under {settings}")  # a suite design bug
+    return inst
 
 
 def _geo_cluster(

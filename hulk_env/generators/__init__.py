@@ -27,7 +27,7 @@ here with a frozen dataclass that has the three bounds and ``__call__``, registe
 """
 
 from hulk_env.feasibility import instance_edges
-from hulk_env.generators.base import KEY_RANGE, InstanceGenerator, is_feasible
+from hulk_env.generators.base import KEY_RANGE, InstanceGenerator, is_feasible, naive_fits_memory
 from hulk_env.generators.enumerate import (
     MAX_EXHAUSTIVE_PLACEMENTS,
     enumerate_placements,
@@ -57,6 +57,7 @@ __all__ = [
     "fixed_instance",
     "instance_edges",
     "is_feasible",
+    "naive_fits_memory",
     "make_generator",
     "num_placements",
 ]

@@ -34,6 +34,23 @@ def is_feasible(instance: Instance) -> bool:
     return reference_fits(instance)
 
 
+def naive_fits_memory(instance: Instance) -> bool:
+    """Whether the naive placement fits under the cost model's own memory rule
+    (:func:`hulk_env.cost.memory_use_bytes`, less the masks' ``MEMORY_RTOL`` margin): what the
+    env's witness checks at reset. Stricter than :func:`is_feasible` under plan settings, whose
+    bound (:func:`hulk_env.parallelism.state_lower_bytes`) takes one data-parallel group per
+    machine; the same at the default settings."""
+    from hulk_env import cost
+    from hulk_env.completion import MEMORY_RTOL
+    from hulk_env.reference import naive_placement
+
+    placement = naive_placement(instance)
+    if placement is None:
+        return False
+    used = cost.memory_use_bytes(instance.cluster, instance.workload, placement[None])[0]
+    return bool(np.all(used <= instance.cluster.memory_bytes * (1.0 - MEMORY_RTOL)))
+
+
 def int_range(value: object, label: str) -> tuple[int, int]:
     """A ``(low, high)`` integer range from a pair or a single integer; validated."""
     lo, hi = (value, value) if isinstance(value, int | np.integer) else tuple(value)  # type: ignore[misc]

@@ -3,15 +3,44 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from hulk_env.cluster import geo_cluster
+from hulk_env.cluster import Cluster, geo_cluster
 from hulk_env.errors import HulkInputError
-from hulk_env.generators.base import KEY_RANGE, choices, int_range, resample
+from hulk_env.generators.base import KEY_RANGE, choices, int_range, naive_fits_memory, resample
 from hulk_env.hardware import geo
 from hulk_env.instance import Instance
 from hulk_env.workload import TransformerConfig, build_transformer
+
+# Plan settings a generator draws when asked (hulk_env.parallelism): DiLoCo's published runs
+# use H of 50-500 and outer updates quantised down to 4 bits (Douillard et al. 2023, 2025).
+PLAN_ZERO_STAGES = (0, 1, 2, 3)
+PLAN_INNER_STEPS = (10, 100, 500)
+PLAN_OUTER_BITS = (32, 16, 8, 4)
+PLAN_STREAM = 7_741  # the settings' own random stream: a key's cluster and model stay the same
+PLAN_DRAWS = 8  # settings drawn per instance until the naive placement fits under them
+
+
+def draw_plan_settings(rng: np.random.Generator, cluster: Cluster) -> dict[str, Any]:
+    """Plan settings for an instance on ``cluster`` (keywords of
+    :meth:`hulk_env.workload.Workload.with_training`): tensor parallel off (0) or a divisor of
+    the largest machine's GPU count (a smaller machine takes ``gcd(t, g_m)``), ZeRO 0-3, and
+    every-step sync or DiLoCo (one time in two) with ``H`` in :data:`PLAN_INNER_STEPS`, bits in
+    :data:`PLAN_OUTER_BITS` and streaming or not."""
+    gpus = int(cluster.num_gpus.max())
+    tp = int(rng.choice([0, *(t for t in range(1, gpus + 1) if gpus % t == 0)]))
+    out: dict[str, Any] = {"tensor_parallel": tp, "zero": int(rng.choice(PLAN_ZERO_STAGES)), "sync": "every-step"}
+    if rng.random() < 0.5:
+        out |= {
+            "sync": "diloco",
+            "inner_steps": int(rng.choice(PLAN_INNER_STEPS)),
+            "outer_bits": int(rng.choice(PLAN_OUTER_BITS)),
+            "streaming": bool(rng.random() < 0.5),
+        }
+    return out
+
 
 # Cloud and on-premise servers: (GPU, GPUs per machine, weight). Big cloud boxes and the
 # smaller, older servers a regional pool also holds (as in the paper's 47 machines).
@@ -50,6 +79,12 @@ class RandomGeoGenerator:
         schedules: pipeline schedules to draw from.
         max_tries: draws before giving up on finding a feasible instance.
         name: prefix of the instance ids.
+        plan_settings: draw plan settings per instance (:func:`draw_plan_settings`, from a
+            stream of its own: the key's cluster and model are the same either way), up to
+            :data:`PLAN_DRAWS` times until the naive placement fits under them
+            (:func:`naive_fits_memory`: more groups inside a machine hold more copies), else
+            the default settings; off by default, so the default draws are those from before
+            the settings existed.
     """
 
     num_machines: tuple[int, int] = (4, 12)
@@ -68,6 +103,7 @@ class RandomGeoGenerator:
     schedules: tuple[str, ...] = ("1f1b", "gpipe")
     max_tries: int = 100
     name: str = "random-geo"
+    plan_settings: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -82,6 +118,9 @@ class RandomGeoGenerator:
                 field="num_regions",
             )
         set_(self, "gpu_mix", tuple((str(g), int(n), float(w)) for g, n, w in self.gpu_mix))
+        if not isinstance(self.plan_settings, bool | np.bool_):
+            raise HulkInputError(f"must be true or false, got {self.plan_settings!r}", field="plan_settings")
+        set_(self, "plan_settings", bool(self.plan_settings))
         for label in ("hidden", "seq_len", "vocab", "micro_batch_size", "num_micro_batches", "data_parallel", "schedules"):
             set_(self, label, choices(getattr(self, label), label))
         bad = [h for h in self.hidden if int(h) % self.head_dim]
@@ -132,4 +171,12 @@ class RandomGeoGenerator:
             data_parallel=int(rng.choice(self.data_parallel)),
             schedule=str(rng.choice(self.schedules)),
         )
-        return Instance(cluster, build_transformer(cfg), f"{self.name}/{key}")
+        plain = Instance(cluster, build_transformer(cfg), f"{self.name}/{key}")
+        if not self.plan_settings:
+            return plain
+        rng = np.random.default_rng([key, PLAN_STREAM])
+        for _ in range(PLAN_DRAWS):
+            planned = Instance(cluster, plain.workload.with_training(**draw_plan_settings(rng, cluster)), plain.instance_id)
+            if naive_fits_memory(planned):
+                return planned
+        return plain

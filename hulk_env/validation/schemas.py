@@ -504,7 +504,7 @@ class EnvSection(Strict):
     max_machines: Number(0, limits.MAX_MACHINES, integer=True, limit_high="MAX_MACHINES")
     max_layers: Number(0, limits.MAX_SLOTS, integer=True, limit_high="MAX_SLOTS")
     max_edges: Number(0, limits.MAX_SLOTS * 16, integer=True, limit_high="MAX_SLOTS")
-    reward: _choice(("terminal", "dense", "stay"))
+    reward: _choice(("terminal", "dense", "stay", "cost", "mixed"))
     invalid_action: _choice(("fallback", "penalty"))
     lookahead: Bool
     completion: _choice(("stay", "pipeline"))  # the lookahead's and shaping's completion (agents.shaping)
