@@ -66,6 +66,9 @@ class EnvConfig:
             replicas opened so far) or ``pipeline`` (stay or follow the previous replica; later
             replicas copy the open one; the witness's re-plan where none fits in memory).
         plan: add the stage DP's plan from the policy's start machine (:mod:`agents.plan`).
+        plan_settings: ``random``: draw plan settings per instance (tensor parallel, ZeRO,
+            DiLoCo: :func:`hulk_env.generators.random_geo.draw_plan_settings`), so the policy
+            trains on the settings it observes; off keeps the draws of earlier runs.
         cities: ``random``, ``generalist``: the city pool of the training clusters (names of
             :data:`hulk_env.hardware.geo.CITIES`); empty = every city (``random``) or
             :data:`hulk_env.evaluation.suites.TRAINING_CITIES` (``generalist``).
@@ -88,6 +91,7 @@ class EnvConfig:
     lookahead: bool = True
     completion: str = "stay"
     plan: bool = False
+    plan_settings: bool = False
     cities: list[str] = field(default_factory=list)
     machines: list[int] = field(default_factory=list)
 

@@ -23,6 +23,12 @@ HELDOUT_SEED_OFFSET = 1_000_003  # held-out generator draws never share the trai
 def training_source(config: RunConfig) -> tuple[Any, list[Instance]]:
     """``(generator for the training envs, held-out instances for evaluation)``."""
     env, seed = config.env, config.train.seed
+    if env.plan_settings and env.generator != "random":
+        raise HulkInputError(
+            f"env.plan_settings draws settings for env.generator=random only, not '{env.generator}' "
+            "(a fixed instance or a suite carries its own settings)",
+            field="env.plan_settings",
+        )
     if env.generator == "fixed":
         instance = fixed_instance(
             env.cluster, env.model, data_parallel=env.data_parallel, num_micro_batches=env.num_micro_batches
@@ -40,8 +46,12 @@ def training_source(config: RunConfig) -> tuple[Any, list[Instance]]:
         if env.generator == "generalist":
             generator = generalist_generator(config)
         else:
-            city_pool = {"cities": tuple(env.cities)} if env.generator == "random" and env.cities else {}
-            generator = make_generator(env.generator, **city_pool)
+            options: dict[str, Any] = {}
+            if env.generator == "random" and env.cities:
+                options["cities"] = tuple(env.cities)
+            if env.plan_settings:
+                options["plan_settings"] = True
+            generator = make_generator(env.generator, **options)
         rng = np.random.default_rng(seed + HELDOUT_SEED_OFFSET)
         heldout = [generator(rng) for _ in range(max(1, config.eval.heldout_instances))]
     else:

@@ -527,8 +527,10 @@ def train(
             with ``resume``: the run's own config is used.
         resume: a run directory to continue from its ``checkpoint.pt``.
         label: prefix of a new run directory's name (for a :class:`RunConfig`).
-        on_eval: called after every held-out evaluation with the step count and the mean
-            validation speed-up (``eval/evaluations.csv``'s row).
+        on_eval: called after every held-out evaluation with the step count and ``exp`` of the
+            mean validation score (``eval/evaluations.csv``'s ``mean_reward``): the speed-up
+            over naive for the speed rewards, the dollar-saving factor for ``cost``, their
+            geometric mean for ``mixed``.
     """
     # 1. The resolved config, every setting checked: nothing exists on disk before this.
     overrides: tuple[str, ...] = ()

@@ -2,9 +2,11 @@
 
 A sweep samples the agent's config (:class:`agents.config.RunConfig`) from a search space of
 dotted keys, the ones ``--set`` takes, trains one run per trial with :func:`agents.train.train`
-and stops the weaker trials early with ASHA on the validation speed-up that training reports
-at every evaluation (``eval/evaluations.csv``'s ``mean_speedup``: the geometric-mean speed-up
-over the naive placement on the run's held-out validation instances).
+and stops the weaker trials early with ASHA on the validation score that training reports
+at every evaluation: ``exp`` of ``eval/evaluations.csv``'s ``mean_reward``, the geometric-mean
+factor over the naive placement on the run's held-out validation instances of the objective
+being trained -- the speed-up for the speed rewards, the dollar saving for ``env.reward=cost``,
+the geometric mean of the two for ``mixed`` (the metric keeps its name ``val_speedup``).
 
 The search space (``SPACE.yaml``), one dotted key per line::
 
@@ -51,7 +53,7 @@ from hulk_env.evaluation import write_csv
 from hulk_env.evaluation.distributed import import_ray, ray_session
 from hulk_env.files import atomic_write_text
 
-METRIC = "val_speedup"  # geometric-mean validation speed-up over naive at one evaluation
+METRIC = "val_speedup"  # the validation objective's geometric-mean factor over naive (module docstring)
 TIME_ATTR = "timesteps"
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice", "grid")
 TRIALS_DIR = "trials"

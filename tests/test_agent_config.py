@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agents.config import (
@@ -143,3 +144,20 @@ def test_lookahead_completion_setting_and_saved_policy_field():
     assert PolicyObservation.model_validate({"lookahead": "pipeline"}).lookahead == "pipeline"
     with pytest.raises(ValueError, match="pipeline"):
         PolicyObservation.model_validate({"lookahead": "other"})
+
+
+def test_plan_settings_reach_the_random_generator_and_only_it():
+    """`env.plan_settings` makes the training source draw plan settings (the observation's new
+    globals then vary); any other generator refuses it rather than ignoring it."""
+    from agents.sources import training_source
+    from hulk_env import parallelism
+
+    config = apply_overrides(
+        RunConfig(), ["env.generator=random", "env.plan_settings=true", "eval.heldout_instances=6", "env.cities=[]"]
+    )
+    _, heldout = training_source(config)
+    assert any(parallelism.plan_active(inst.workload) for inst in heldout)
+    plain, _ = training_source(apply_overrides(RunConfig(), ["env.generator=random", "eval.heldout_instances=6"]))
+    assert not any(parallelism.plan_active(plain(np.random.default_rng(s)).workload) for s in range(6))
+    with pytest.raises(HulkInputError, match="env.plan_settings"):
+        training_source(apply_overrides(RunConfig(), ["env.plan_settings=true"]))

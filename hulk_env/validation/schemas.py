@@ -509,6 +509,7 @@ class EnvSection(Strict):
     lookahead: Bool
     completion: _choice(("stay", "pipeline"))  # the lookahead's and shaping's completion (agents.shaping)
     plan: Bool
+    plan_settings: Bool  # random generator: draw plan settings per instance
     cities: list[Name]
     machines: list[Number(1, limits.MAX_MACHINES, integer=True, limit_high="MAX_MACHINES")]
 
