@@ -68,13 +68,9 @@ import numpy as np
 
 from hulk_env import cost
 from hulk_env.errors import HulkInputError
-from hulk_env.feasibility import layer_memory_bytes, stash_count
+from hulk_env.feasibility import MEMORY_RTOL, layer_memory_bytes, stash_count
 from hulk_env.instance import Instance
 
-# The witness keeps every machine within (1 - MEMORY_RTOL) of its memory, so that rounding in
-# another summation order (cost.memory_use_bytes) cannot turn an allowed placement into an
-# infeasible one; 1e-9 of 80 GB is 80 bytes.
-MEMORY_RTOL = 1e-9
 STAY, SWAP, EXCHANGE, RELABEL, REPLAN = 0, 1, 2, 3, 4  # how an allowed action repairs the witness
 # Machines a step tests with a re-plan (the costly repair) when the cheap ones refuse them: the
 # previous layer's machine, the same layer's machine in the previous replica and the machines

@@ -41,6 +41,12 @@ from hulk_env.units import GB
 from hulk_env.workload import RECOMPUTE_MODES, Workload, apply_overrides
 
 
+# The env's witness (hulk_env.completion) keeps every machine within (1 - MEMORY_RTOL) of its
+# memory, so that rounding in another summation order (cost.memory_use_bytes) cannot turn an
+# allowed placement into an infeasible one; 1e-9 of 80 GB is 80 bytes.
+MEMORY_RTOL = 1e-9
+
+
 def _workload(problem: Instance | Workload) -> Workload:
     return problem.workload if isinstance(problem, Instance) else problem
 

@@ -41,7 +41,7 @@ def naive_fits_memory(instance: Instance) -> bool:
     bound (:func:`hulk_env.parallelism.state_lower_bytes`) takes one data-parallel group per
     machine; the same at the default settings."""
     from hulk_env import cost
-    from hulk_env.completion import MEMORY_RTOL
+    from hulk_env.feasibility import MEMORY_RTOL
     from hulk_env.reference import naive_placement
 
     placement = naive_placement(instance)

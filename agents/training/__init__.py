@@ -1,0 +1,1 @@
+"""Training the network: the config, the instances, shaping, imitation, PPO, run directories, sweeps, curves."""
