@@ -1,7 +1,7 @@
 """Ablations: GNN vs MLP extractor, per-machine vs fixed-size head, reward shaping, lookahead.
 
 Every variant of ``experiments/configs/ablations.yaml`` trains with the agent's API
-(:func:`agents.train.train`) from the same base config for the same number of steps, changed only
+(:func:`agents.training.train.train`) from the same base config for the same number of steps, changed only
 by its dotted overrides; then its best policy (by the held-out evaluation during training) places
 the training instance deterministically. Learning curves come from each run's TensorBoard logs.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.tb_curves import read_curves
+from agents.training.tb_curves import read_curves
 from experiments.common import (
     load_config,
     markdown_table,
@@ -102,8 +102,8 @@ def train_variant(config: dict[str, Any], name: str, seed: int, runs_dir: Path, 
     With ``reuse``, a finished run already in place (``policy/policy.json`` written) is taken as
     it is; its wall time is then the time between its ``config.yaml`` and its final policy.
     """
-    from agents.config import TrainSettings
-    from agents.train import train
+    from agents.training.config import TrainSettings
+    from agents.training.train import train
 
     done = runs_dir / f"{name}-seed{seed}"
     if reuse and (done / "policy" / "policy.json").is_file():
@@ -120,10 +120,10 @@ def train_variant(config: dict[str, Any], name: str, seed: int, runs_dir: Path, 
 
 def final_row(run_dir: Path, name: str, seed: int, wall_s: float, timesteps: int) -> dict[str, Any]:
     """The best policy of a run placing its training instance (greedy)."""
-    from agents.inference import policy_placement
-    from agents.runs import read_run_config
-    from agents.saved_policy import load_policy
-    from agents.sources import training_source
+    from agents.decision.inference import policy_placement
+    from agents.network.saved_policy import load_policy
+    from agents.training.runs import read_run_config
+    from agents.training.sources import training_source
 
     run_config = read_run_config(run_dir)
     _, heldout = training_source(run_config)
@@ -144,8 +144,8 @@ def final_row(run_dir: Path, name: str, seed: int, wall_s: float, timesteps: int
 
 def reference_rows(run_dir: Path, methods: Sequence[str]) -> list[dict[str, Any]]:
     """The reference methods on the same training instance."""
-    from agents.runs import read_run_config
-    from agents.sources import training_source
+    from agents.training.runs import read_run_config
+    from agents.training.sources import training_source
 
     _, heldout = training_source(read_run_config(run_dir))
     inst = heldout[0]

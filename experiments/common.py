@@ -89,8 +89,8 @@ def format_value(value: Any, fmt: str) -> str:
 
 def write_run_info(out: Path, name: str, argv: Sequence[str], config: Mapping[str, Any], started: float) -> Path:
     """``run.json``: the exact command, the resolved config, wall time, versions, git commit
-    (:func:`agents.runs.run_metadata`)."""
-    from agents.runs import run_metadata
+    (:func:`agents.training.runs.run_metadata`)."""
+    from agents.training.runs import run_metadata
 
     info = {
         "experiment": name,

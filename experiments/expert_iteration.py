@@ -7,13 +7,13 @@ about -- was far behind it (``policy_rollout_gap_geomean`` 0.38 / 1.06 on ``unse
 hundredths, and the rest of the episode goes wrong from there. Each round here:
 
 1. the teacher is the current network's full decision on each training instance
-   (:func:`agents.imitation.decision_demonstration`; optionally polished by ``anneal``), the best
+   (:func:`agents.training.imitation.decision_demonstration`; optionally polished by ``anneal``), the best
    one found in any round kept per instance -- the targets improve as the network does;
 2. the network places each instance itself, greedy, from the teacher's start machine (where
    ``hulk bench agent`` measures its rollout), and every state it visits is labelled with the
-   teacher's best completion (:func:`agents.imitation.aggregate`, DAgger); with ``--samples`` also
+   teacher's best completion (:func:`agents.training.imitation.aggregate`, DAgger); with ``--samples`` also
    episodes drawn at ``--temperature``, for the states just off its greedy path;
-3. behaviour cloning (:func:`agents.imitation.behaviour_cloning`) on all rounds' episodes, the
+3. behaviour cloning (:func:`agents.training.imitation.behaviour_cloning`) on all rounds' episodes, the
    value head on the exact returns of the visited episodes;
 4. validation (``val-v0`` and ``val-x-v0``, never the unseen suites): the rollout-only and the
    decision's geometric-mean gap to ``latency-chain-dp`` (each instance's chain-dp time measured
@@ -101,7 +101,7 @@ def chain_dp_times(instances: list[Any], path: Path) -> dict[str, float]:
 def validate(loaded: Any, instances: list[Any], chain_dp: dict[str, float]) -> dict[str, Any]:
     """The rollout-only and the decision's gaps to ``latency-chain-dp`` (geometric means; a failed
     rollout counts as the naive placement, as in ``hulk bench agent``)."""
-    from agents.inference import policy_placement
+    from agents.decision.inference import policy_placement
     from hulk_env import cost
     from hulk_env.reference import naive_placement
 
@@ -129,10 +129,15 @@ def choose_round(curve: list[dict[str, Any]]) -> int:
 def main(argv: list[str] | None = None) -> Path:
     import torch
 
-    from agents.distribution import GeneralistGenerator
-    from agents.imitation import BCSettings, aggregate, behaviour_cloning, decision_demonstration
-    from agents.inference import instance_env, single_thread
-    from agents.saved_policy import load_policy, save_policy
+    from agents.decision.inference import instance_env, single_thread
+    from agents.network.saved_policy import load_policy, save_policy
+    from agents.training.distribution import GeneralistGenerator
+    from agents.training.imitation import (
+        BCSettings,
+        aggregate,
+        behaviour_cloning,
+        decision_demonstration,
+    )
     from hulk_env.files import atomic_write_text
 
     args = parse_args(argv)

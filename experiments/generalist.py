@@ -80,7 +80,7 @@ def curves_figure(run_dir: Path):
     if val:
         ax_ppo.plot([r["timesteps"] for r in val], [r["mean_speedup"] for r in val], "o-", label="val-v0 (greedy)")
     try:
-        from agents.tb_curves import read_curves
+        from agents.training.tb_curves import read_curves
 
         for c in read_curves(run_dir):
             if c.tag == "placement/speedup_vs_naive":
@@ -97,8 +97,8 @@ def curves_figure(run_dir: Path):
 
 
 def train_run(args: argparse.Namespace, out: Path) -> Path:
-    from agents.config import load_config
-    from agents.train import train
+    from agents.training.config import load_config
+    from agents.training.train import train
 
     config = load_config("generalist", [*args.overrides, f"train.out={out}", "train.name=policy"])
     return train(config, label=NAME)
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> Path:
     }  # fmt: skip
     (results / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     if args.ship:
-        from agents.methods import PRETRAINED_DIR
+        from agents.decision.methods import PRETRAINED_DIR
 
         ship(run_dir, PRETRAINED_DIR, summary)
     write_run_info(results, NAME, argv if argv is not None else [], {"overrides": args.overrides}, started)

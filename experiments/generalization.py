@@ -1,6 +1,6 @@
 """Generalisation: one policy, trained on small random instances, placed on unseen ones.
 
-Trains a policy with the agent's API (:func:`agents.train.train`, config ``train_config`` of
+Trains a policy with the agent's API (:func:`agents.training.train.train`, config ``train_config`` of
 ``experiments/configs/generalization.yaml``) on random geo clusters and random GPT-style models,
 then, without retraining, places held-out instances -- clusters of 8 to 128 machines (the
 training clusters have at most 12) and catalog models up to 13B parameters (the training models
@@ -8,7 +8,7 @@ are far smaller and shallower) -- plus a few fresh draws of the training distrib
 control. Each instance is also solved by the best per-instance search (``genetic`` and
 ``anneal`` with a large budget; the better one is the reference) and by ``latency-chain-dp``.
 
-The policy network is size-agnostic (:mod:`agents.gnn`): it reads every instance at its own
+The policy network is size-agnostic (:mod:`agents.network.gnn`): it reads every instance at its own
 size, whatever the training run's padding (``tests/test_agent_any_size.py``).
 
 Reported per instance and as geometric means: the gap ``T_policy / T_best - 1`` and the decision
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.tb_curves import read_curves
+from agents.training.tb_curves import read_curves
 from experiments.common import (
     load_config,
     markdown_table,
@@ -144,8 +144,8 @@ def in_distribution_instances(count: int) -> list[Instance]:
 def train_policy(config: dict[str, Any], args: argparse.Namespace, out: Path, name: str = "policy",
                  timesteps: int | None = None) -> Path:
     """Train with the agent's API; returns the run directory (``OUT/<name>``)."""
-    from agents.config import TrainSettings, config_from_dict
-    from agents.train import train
+    from agents.training.config import TrainSettings, config_from_dict
+    from agents.training.train import train
 
     settings = TrainSettings(
         config=config_from_dict(config["train_config"], source="generalization.yaml:train_config"),
@@ -172,12 +172,12 @@ class PolicyPlacer:
     """A saved policy placing instances of any size (the network reads each at its own size)."""
 
     def __init__(self, run_dir: Path) -> None:
-        from agents.saved_policy import load_policy
+        from agents.network.saved_policy import load_policy
 
         self.loaded = load_policy(run_dir)
 
     def place(self, inst: Instance, seed: int, samples: int):
-        from agents.inference import policy_placement
+        from agents.decision.inference import policy_placement
 
         return policy_placement(self.loaded, inst, seed=seed, samples=samples, name="policy")
 

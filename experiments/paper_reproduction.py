@@ -4,7 +4,7 @@ The paper reports training iterations more than 20% shorter with its placement t
 (arXiv 2302.13741). This experiment loads the paper's own cluster data (shipped in the package, or ``--hulk-data``), places
 every model of ``experiments/configs/paper_reproduction.yaml`` with every method -- the
 baselines, ``hulk-gcn`` when the agent registers it, and trained policies given with
-``--policy`` (run on every case at its own size: the network is size-agnostic, :mod:`agents.gnn`)
+``--policy`` (run on every case at its own size: the network is size-agnostic, :mod:`agents.network.gnn`)
 -- and measures the iteration time with the cost model and with the discrete-event simulator.
 Speed-up = naive time / method time; the claim holds for a case when the iteration is at least
 20% shorter (speed-up >= 1.25).
@@ -123,13 +123,13 @@ def build_methods(config: dict[str, Any], policies: Sequence[Path]) -> tuple[dic
     notes: list[str] = []
     if config["include_hulk_gcn"]:
         try:
-            from agents.methods import agent_methods
+            from agents.decision.methods import agent_methods
 
             methods.update(agent_methods())
         except ImportError as exc:
             notes.append(f"hulk-gcn not run: it is not registered yet ({exc}).")
     for run_dir in policies:
-        from agents.methods import load_policy_method
+        from agents.decision.methods import load_policy_method
 
         # Same weights on every case: the network reads each case at its own size.
         methods[f"policy:{Path(run_dir).name}"] = load_policy_method(Path(run_dir), samples=int(config["policy_samples"]))

@@ -53,7 +53,7 @@ def selected(instance) -> bool:
 
 def gap_row(instance, evals: int) -> dict:
     """anneal, ``latency-chain-dp`` and the shipped decision on one instance, timed by the cost model."""
-    from agents.methods import gnn_ppo
+    from agents.decision.methods import gnn_ppo
     from hulk_env import cost
     from hulk_env.baselines.anneal import anneal
     from hulk_env.baselines.chain_dp import latency_chain_dp

@@ -3,7 +3,7 @@
     python -m experiments.start_ranker            # label, compare start settings, train a ranker
     python -m experiments.start_ranker --ship     # ... and ship the ranker if it beat the policy
 
-1. Labels (:mod:`agents.start_ranker`): the plan time from every allowed first-slot machine of
+1. Labels (:mod:`agents.decision.start_ranker`): the plan time from every allowed first-slot machine of
    ``--instances`` draws of the training distribution (training cities only), and of the
    validation suites ``val-v0``, ``val-x-v0`` and ``val-xl-v0`` (validation cities, 100
    instances). Cached as JSON in ``OUT`` (``--reuse`` reads them back, one file per suite):
@@ -11,9 +11,9 @@
 2. Start settings (``settings.csv``): for the policy's own first-slot ranking, how far the
    best plan among the decision's starts is from the best of every start's (geometric mean of
    the ratio), for several first-round counts, second rounds in the best region and starts by
-   the bottleneck bound (:func:`agents.inference.choose_starts`), on training and validation
+   the bottleneck bound (:func:`agents.decision.inference.choose_starts`), on training and validation
    labels (all 100, the first 34 alone, ``val-xl-v0`` alone). What chose
-   :data:`agents.inference.REFINE_STARTS`.
+   :data:`agents.decision.inference.REFINE_STARTS`.
 3. A ranker: a copy of the shipped policy's network, its first-slot logits fine-tuned with
    ListNet's loss for ``--epochs`` epochs; the epoch with the least validation regret of the
    decision's starts is kept (epoch 0 -- the policy's own ranking -- included).
@@ -72,7 +72,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def cached_labels(path: Path, reuse: bool, make) -> list:
     """Labels from ``path`` when reusing and present, else made and written there."""
-    from agents.start_ranker import labels_from_json, labels_to_json
+    from agents.decision.start_ranker import labels_from_json, labels_to_json
 
     if reuse and path.is_file():
         return labels_from_json(json.loads(path.read_text(encoding="utf-8")))
@@ -89,7 +89,7 @@ def settings_rows(network, samples_by_set: dict[str, list]) -> list[dict[str, An
     import numpy as np
     import torch
 
-    from agents.start_ranker import regret, start_scores, top_starts
+    from agents.decision.start_ranker import regret, start_scores, top_starts
 
     rows = []
     for name, samples in samples_by_set.items():
@@ -131,15 +131,15 @@ def main(argv: list[str] | None = None) -> Path:
     args = parse_args(argv)
     out = prepare_out_dir(args.out, NAME)
 
-    from agents.distribution import GeneralistGenerator
-    from agents.methods import PRETRAINED_DIR, pretrained_policy
-    from agents.saved_policy import RANKER_DIR, lookahead_of, plan_of, save_policy
-    from agents.start_ranker import (
-            collect_labels,
+    from agents.decision.methods import PRETRAINED_DIR, pretrained_policy
+    from agents.decision.start_ranker import (
+        collect_labels,
         ranker_sample,
         suite_labels,
         train_ranker,
     )
+    from agents.network.saved_policy import RANKER_DIR, lookahead_of, plan_of, save_policy
+    from agents.training.distribution import GeneralistGenerator
     from hulk_env.evaluation.suites import load_suite
     from hulk_env.feasibility import Padding
     from hulk_env.render import save_figure

@@ -18,7 +18,7 @@ def bench_agent_command(
     """Gaps of the shipped policy (greedy), its search polish and latency-chain-dp to the best of
     genetic and anneal at 50,000 evaluations each (cached), dead ends and decision times."""
     require_agent("hulk bench agent")
-    from agents.bench_agent import bench_agent
+    from agents.benchmarks.bench_agent import bench_agent
 
     log = None if as_json else (lambda line: console.print(line, highlight=False))
     print_figures(bench_agent(suite=suite, quick=quick, log=log), as_json)

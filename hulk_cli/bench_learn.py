@@ -31,7 +31,7 @@ def bench_learn_command(
     require_agent("hulk bench learn")
     import json
 
-    from agents.bench_learn import BENCH_INSTANCES, bench_learn
+    from agents.benchmarks.bench_learn import BENCH_INSTANCES, bench_learn
     from hulk_env.files import atomic_write_text
 
     names = tuple(n.strip() for n in instances.split(",") if n.strip()) or BENCH_INSTANCES

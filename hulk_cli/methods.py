@@ -58,14 +58,14 @@ def resolve_method(name: str):
         return METHODS[name]
     if Path(name).is_dir():
         return policy_method(Path(name))
-    from agents.methods import AGENT_METHODS
+    from agents.decision.methods import AGENT_METHODS
 
     if name in AGENT_METHODS:
         require_agent(f"method '{name}'")
-        from agents.methods import agent_methods
+        from agents.decision.methods import agent_methods
 
         return agent_methods()[name]
-    from agents.compare import POLICY_METHOD
+    from agents.benchmarks.compare import POLICY_METHOD
 
     if name == POLICY_METHOD:  # the comparison's name for a run's policy, not a method by itself
         raise HulkInputError(
@@ -79,7 +79,7 @@ def resolve_method(name: str):
 def policy_method(run_dir: Path):
     """A trained policy as a placement method (loads weights only, never pickled code)."""
     require_agent("a trained policy")
-    from agents.methods import load_policy_method
+    from agents.decision.methods import load_policy_method
 
     return load_policy_method(run_dir)
 

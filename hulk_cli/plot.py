@@ -83,8 +83,8 @@ def plot_curves(
 
 
 def _read_curves(path: Path) -> list:
-    """A run's curves (:mod:`agents.tb_curves`); TensorBoard event files need the agent stack."""
-    from agents.tb_curves import read_curves
+    """A run's curves (:mod:`agents.training.tb_curves`); TensorBoard event files need the agent stack."""
+    from agents.training.tb_curves import read_curves
 
     try:
         return read_curves(path)

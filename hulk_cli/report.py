@@ -242,11 +242,11 @@ def _suite_of(rows: Sequence[Any]) -> str:
 def run_report(run_dir: Path):
     """The :class:`Report` of a training run directory (needs the agent stack)."""
     require_agent("hulk report RUN_DIR")
-    from agents.inference import policy_placement
-    from agents.runs import read_run_config
-    from agents.saved_policy import load_policy
-    from agents.sources import training_source
-    from agents.tb_curves import read_curves
+    from agents.decision.inference import policy_placement
+    from agents.network.saved_policy import load_policy
+    from agents.training.runs import read_run_config
+    from agents.training.sources import training_source
+    from agents.training.tb_curves import read_curves
     from hulk_env.evaluation import leaderboard
     from hulk_env.render import curves_figure
     from hulk_env.render.report_page import Picture, Report, figure_png
@@ -297,7 +297,7 @@ def run_report(run_dir: Path):
 
 def _checkpoint_steps(run_dir: Path) -> str:
     try:
-        from agents.train import checkpoint_timesteps
+        from agents.training.train import checkpoint_timesteps
 
         return f"{checkpoint_timesteps(run_dir):,}"
     except (HulkInputError, OSError, ValueError):

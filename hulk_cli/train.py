@@ -40,8 +40,8 @@ def train_command(
     if resume is not None and (config or set_ or timesteps or out):
         raise HulkInputError("--resume continues a run with its own config.yaml: drop --config, --set, --timesteps and --out")
     require_agent("hulk train")
-    from agents.config import TrainSettings
-    from agents.train import train
+    from agents.training.config import TrainSettings
+    from agents.training.train import train
 
     if resume is not None:
         run_dir = train(resume=resume)
@@ -62,7 +62,7 @@ def train_command(
 def print_comparison(run_dir: Path) -> None:
     """The main job's ending: one table of the trained policy against the run's baselines,
     one sentence on what happened, then where the report page is."""
-    from agents.compare import POLICY_METHOD, evaluate_run
+    from agents.benchmarks.compare import POLICY_METHOD, evaluate_run
 
     rows, paths = evaluate_run(run_dir)
     print_whole(comparison_table(rows, title=f"trained policy vs baselines ({run_dir.name})"))
@@ -213,8 +213,8 @@ def bench_train_command(
 ) -> None:
     """PPO steps per second with the GNN policy vs SB3's default MLP policy (same env, same run)."""
     require_agent("hulk bench train")
-    from agents.config import TrainSettings
-    from agents.train import bench_train
+    from agents.training.config import TrainSettings
+    from agents.training.train import bench_train
 
     settings = TrainSettings(config=config, overrides=tuple(set_ or ()))
     print_figures(bench_train(settings.resolve(), rounds=rounds), as_json)

@@ -1,4 +1,4 @@
-"""``hulk tune``: a hyper-parameter sweep of the agent on Ray Tune (:mod:`agents.tune`).
+"""``hulk tune``: a hyper-parameter sweep of the agent on Ray Tune (:mod:`agents.training.tune`).
 
 Needs the agent stack and Ray (``pip install 'hulk-env[agent,ray]'``); without either it says in
 one line how to install it.
@@ -36,7 +36,7 @@ def tune_command(
 ) -> None:
     """Sweep the agent's config with Ray Tune (ASHA on the validation speed-up); write the best config."""
     require_agent("hulk tune")
-    from agents.tune import METRIC, TuneSettings, tune
+    from agents.training.tune import METRIC, TuneSettings, tune
 
     result = tune(TuneSettings(
         config=config, space=space, trials=trials, out=out, overrides=tuple(set_ or ()),

@@ -65,9 +65,9 @@ def geo_evaluation(tmp_path_factory) -> Path:
 def report_run_dir(tmp_path_factory) -> Path:
     """A smoke training run on the main job's instance (the paper's 47 machines x GPT-3 1.3B),
     compared with two baselines as ``hulk train`` does at its end: a run directory to report."""
-    from agents.compare import evaluate_run
-    from agents.config import TrainSettings
-    from agents.train import train
+    from agents.benchmarks.compare import evaluate_run
+    from agents.training.config import TrainSettings
+    from agents.training.train import train
 
     out = tmp_path_factory.mktemp("report-runs")
     settings = TrainSettings("smoke", ("train.torch_threads=1", "train.name=main", "env.generator=fixed",

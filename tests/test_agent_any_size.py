@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from agents.methods import load_policy_method
-from agents.runs import FINAL_POLICY_DIR
-from agents.saved_policy import build_policy_network, load_policy, save_policy
+from agents.decision.methods import load_policy_method
+from agents.network.saved_policy import build_policy_network, load_policy, save_policy
+from agents.training.runs import FINAL_POLICY_DIR
 from hulk_env import cost
 from hulk_env.cluster import geo_cluster
 from hulk_env.feasibility import Padding
@@ -72,8 +72,8 @@ def test_saved_policy_places_any_size(run_dir, index):
 
 def test_training_padding_does_not_change_the_placement(run_dir):
     """The same weights in a network built for another padding place the same way."""
-    from agents.inference import policy_placement
-    from agents.saved_policy import LoadedPolicy
+    from agents.decision.inference import policy_placement
+    from agents.network.saved_policy import LoadedPolicy
 
     loaded = load_policy(run_dir)
     wide = build_policy_network(POLICY, Padding(96, 256, 300), lookahead=False)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.config import (
+from agents.training.config import (
     CONFIG_DIR,
     RunConfig,
     TrainSettings,
@@ -129,8 +129,8 @@ def test_saved_config_round_trips(tmp_path):
 def test_lookahead_completion_setting_and_saved_policy_field():
     """``env.completion`` is checked by name; a saved policy records the rule (and policies
     saved before the setting, ``lookahead: true``, read as the stay completion)."""
-    from agents.config import lookahead_mode
-    from agents.saved_policy import lookahead_of
+    from agents.network.saved_policy import lookahead_of
+    from agents.training.config import lookahead_mode
     from hulk_env.validation.schemas import PolicyObservation
 
     assert lookahead_mode(load_config(None, ["env.completion=pipeline"])) == "pipeline"
@@ -149,7 +149,7 @@ def test_lookahead_completion_setting_and_saved_policy_field():
 def test_plan_settings_reach_the_random_generator_and_only_it():
     """`env.plan_settings` makes the training source draw plan settings (the observation's new
     globals then vary); any other generator refuses it rather than ignoring it."""
-    from agents.sources import training_source
+    from agents.training.sources import training_source
     from hulk_env import parallelism
 
     config = apply_overrides(

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from agents.hulk_gcn import (
+from agents.decision.hulk_gcn import (
     HulkGCN,
     hulk_gcn_method,
     machine_features,
     normalized_adjacency,
     sample_chain,
 )
-from agents.methods import agent_methods
+from agents.decision.methods import agent_methods
 from hulk_env import cost
 from hulk_env.baselines import METHODS
 from hulk_env.evaluation import load_suite
@@ -87,7 +87,7 @@ def v100_cluster_instance(model: str):
 
 
 def test_chains_are_sized_with_the_real_1f1b_stash():
-    from agents.hulk_gcn import chain_length
+    from agents.decision.hulk_gcn import chain_length
     from hulk_env.feasibility import model_memory_bytes, stash_count
 
     inst = v100_cluster_instance("gpt3-6.7b")
@@ -129,7 +129,7 @@ def v100_8_regions_instance(tmp_path):
 def test_a_chains_timed_candidates_include_the_shared_layout(tmp_path):
     # By the DP's estimate alone (no data-parallel sync) the 3 timed were all split layouts, their
     # gradient rings over intercontinental links: 18.97-20.9 s per iteration against chain-dp's ~1.5-1.9 s.
-    from agents.hulk_gcn import chain_placements
+    from agents.decision.hulk_gcn import chain_placements
 
     inst = v100_8_regions_instance(tmp_path)
     (timed,) = chain_placements(inst, [np.arange(8)], 3)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from agents.methods import (
+from agents.decision.methods import (
     AGENT_METHODS,
     POLISH_BUDGET,
     PRETRAINED_DIR,
@@ -59,7 +59,7 @@ def test_sampling_more_never_hurts(methods):
 
 
 def test_chains_from_the_policys_machines_find_the_chain_of_a_placement_that_uses_them():
-    from agents.methods import chain_starts
+    from agents.decision.methods import chain_starts
     from hulk_env.baselines import get_method
 
     # latency-chain-dp's placement uses the machines of its best chain, the start among them: the

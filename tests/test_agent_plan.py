@@ -1,4 +1,4 @@
-"""The stage DP's plan as an observation (agents.plan): what it shows, and that it can be followed."""
+"""The stage DP's plan as an observation (agents.decision.plan): what it shows, and that it can be followed."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 import torch
 from gymnasium.utils.env_checker import check_env
 
-from agents.imitation import Demonstration, expert_action
-from agents.inference import instance_env, rollout, sampled_rollouts, single_thread
-from agents.plan import PLAN_KEY, better_of_plan, plan_from
-from agents.saved_policy import build_policy_network
+from agents.decision.inference import instance_env, rollout, sampled_rollouts, single_thread
+from agents.decision.plan import PLAN_KEY, better_of_plan, plan_from
+from agents.network.saved_policy import build_policy_network
+from agents.training.imitation import Demonstration, expert_action
 from hulk_env import cost
 from hulk_env.baselines import get_method
 from hulk_env.baselines.chains import chain_candidates
@@ -158,8 +158,8 @@ def test_expert_labels_follow_a_faster_alternative():
 def test_a_saved_plan_policy_loads_and_places_with_its_plan(tmp_path):
     """policy.json records that the policy reads the plan; loading rebuilds the plan input, and
     the policy's placement counts the plan's cost-model evaluations."""
-    from agents.inference import policy_placement
-    from agents.saved_policy import load_policy, plan_of, save_policy
+    from agents.decision.inference import policy_placement
+    from agents.network.saved_policy import load_policy, plan_of, save_policy
 
     torch.manual_seed(2)
     padding = Padding(16, 64, 64)
@@ -182,7 +182,7 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, boun
     bottleneck bound not among them; then 2 more in the region of the fastest) are built, and
     the fastest plan and the naive placement are the candidates; with ``always_rollout`` the
     rollout that starts where the plan is fastest too."""
-    from agents.inference import (
+    from agents.decision.inference import (
         distinct_regions_first,
         first_slot_candidates,
         masked_logits,
@@ -190,7 +190,7 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, boun
         refine_in_region,
         rollout,
     )
-    from agents.start_bound import bottleneck_bounds_s
+    from agents.decision.start_bound import bottleneck_bounds_s
 
     refine = 2
 
@@ -236,7 +236,7 @@ def test_where_no_forward_plan_fits_the_reverse_plans_are_candidates():
     fits forward (the start holding layer 0); its reverse split (the start holding the last
     layers) fits from about half of them. Each start candidate's reverse plan is then a
     candidate of the decision: memory-feasible, the chain's best reverse split."""
-    from agents.inference import first_slot_candidates, planned_greedy
+    from agents.decision.inference import first_slot_candidates, planned_greedy
     from hulk_env.evaluation.suites import VALIDATION_CITIES, _draw_heldout_instance
 
     inst = _draw_heldout_instance(np.random.default_rng([20245, 2]), 64, "llama-65b", 2, True, VALIDATION_CITIES, "val")
@@ -256,7 +256,7 @@ def test_where_no_forward_plan_fits_the_reverse_plans_are_candidates():
 
 
 def test_start_candidates_take_one_machine_per_region_first():
-    from agents.inference import distinct_regions_first
+    from agents.decision.inference import distinct_regions_first
 
     regions = ["a", "a", "b", "c", "b", "a"]
     ranked = [1, 0, 4, 5, 2, 3]  # the network's order
@@ -269,8 +269,8 @@ def test_start_candidates_take_one_machine_per_region_first():
 def test_policy_placement_counts_every_candidates_plan(tmp_path):
     """``starts`` plans are built and evaluated: their evaluations are in ``cost_evals``, and the
     placement is at least as fast as the plan from the network's own first choice."""
-    from agents.inference import policy_placement
-    from agents.saved_policy import load_policy, save_policy
+    from agents.decision.inference import policy_placement
+    from agents.network.saved_policy import load_policy, save_policy
 
     torch.manual_seed(4)
     padding = Padding(16, 64, 64)
@@ -305,7 +305,7 @@ class _Follower:
 
 def _step_by_step(policy, env, inst, first):
     """The greedy rollout one observation at a time (the batched path switched off)."""
-    from agents import inference
+    from agents.decision import inference
 
     batched = inference.plan_ahead
     inference.plan_ahead = lambda env, policy: None

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents.inference import policy_placement
-from agents.methods import load_policy_method
-from agents.runs import FINAL_POLICY_DIR
-from agents.saved_policy import build_policy_network, load_policy, save_policy
+from agents.decision.inference import policy_placement
+from agents.decision.methods import load_policy_method
+from agents.network.saved_policy import build_policy_network, load_policy, save_policy
+from agents.training.runs import FINAL_POLICY_DIR
 from hulk_env import cost
 from hulk_env.errors import HulkInputError
 from hulk_env.evaluation import load_suite
@@ -37,8 +37,8 @@ def saved(tmp_path_factory) -> Path:
 
 _CHILD = """
 import json, sys
-from agents.inference import policy_placement
-from agents.saved_policy import load_policy
+from agents.decision.inference import policy_placement
+from agents.network.saved_policy import load_policy
 from hulk_env.evaluation import load_suite
 loaded = load_policy(sys.argv[1])
 out = [getattr(policy_placement(loaded, inst, seed=3, samples=2).placement, "tolist", lambda: None)() for inst in load_suite("tiny-v0")[:6]]

@@ -1,4 +1,4 @@
-"""Stay-completion shaping and the lookahead observation (agents.shaping)."""
+"""Stay-completion shaping and the lookahead observation (agents.training.shaping)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from agents.shaping import (
+from agents.training.shaping import (
     LOOKAHEAD_KEY,
     StayLookahead,
     candidate_completions,
@@ -115,8 +115,8 @@ def test_pipeline_completion_sees_memory_on_a_memory_tight_instance():
     """LLaMA-65B on 12 machines: no machine holds a whole replica, so every stay completion
     overflows (the stay lookahead ranks machines by times that ignore memory); the pipeline
     completion re-plans from each machine and finds completions that fit."""
-    from agents.bench_learn import bench_instance
-    from agents.inference import instance_env
+    from agents.benchmarks.bench_learn import bench_instance
+    from agents.decision.inference import instance_env
 
     inst = bench_instance("memory-tight")
     stay, _ = instance_env(inst, True).reset(options={"instance": inst})

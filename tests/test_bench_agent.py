@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from agents.bench_agent import (
+from agents.benchmarks.bench_agent import (
     HEURISTIC,
     KEYS,
     RANDOM_SEEDS,
@@ -144,8 +144,8 @@ def test_the_controls_are_the_median_of_their_seeds_and_count_their_failures(tin
 def test_the_controls_use_other_weights_and_other_start_rankings():
     import torch
 
-    from agents.inference import instance_env, ranked_first_slots
-    from agents.methods import pretrained_policy
+    from agents.decision.inference import instance_env, ranked_first_slots
+    from agents.decision.methods import pretrained_policy
     from hulk_env.evaluation.suites import (
         UNSEEN_CITIES,
         UNSEEN_V0_CASES,

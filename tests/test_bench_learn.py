@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from agents.bench_learn import BENCH_INSTANCES, LearnRun, bench_instance, summary
+from agents.benchmarks.bench_learn import BENCH_INSTANCES, LearnRun, bench_instance, summary
 from hulk_cli.app import app
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import memory_tightness
@@ -66,7 +66,7 @@ def test_main_job_reaches_latency_chain_dp_from_scratch():
     """Issue 34: PPO from scratch on the default instance reaches latency-chain-dp's speed-up
     within 100,000 steps (measured: seeds 0-2 at 22,528 / 18,432 / 24,576 steps). Bounded by
     steps, not time."""
-    from agents.bench_learn import bench_learn
+    from agents.benchmarks.bench_learn import bench_learn
 
     out = bench_learn(timesteps=100_000, seeds=[0], instances=("default",), stop_at_chain_dp=True)
     (run,) = out["runs"]

@@ -45,7 +45,7 @@ def test_an_env_episode_costs_one_evaluation_per_instance_and_one_per_end():
 
 
 def test_a_lookahead_wrapper_is_counted():
-    shaping = pytest.importorskip("agents.shaping")
+    shaping = pytest.importorskip("agents.training.shaping")
     inst = load_suite("geo-v0")[1]
     env = shaping.StayLookahead(PlacementEnvV1(generator=InstanceListGenerator((inst,))), shape=True, lookahead=True)
     obs, _ = env.reset(options={"instance": inst})

@@ -27,7 +27,7 @@ def test_docstring_markdown_turns_rst_into_markdown() -> None:
 
 def test_docstring_of_reads_source_without_importing_agents() -> None:
     before = set(sys.modules)
-    doc = hooks.docstring_of("agents.saved_policy")
+    doc = hooks.docstring_of("agents.network.saved_policy")
     assert "policy.json" in doc and "weights.pt" in doc
     assert "torch" not in set(sys.modules) - before
     assert hooks.docstring_of("hulk_env.env.PlacementEnvV1").startswith("Place a model's layers")

@@ -111,8 +111,8 @@ def test_ablations_quick(tmp_path):
     rows = read_rows(out / "results.csv")
     assert [r["variant"] for r in rows] == ["gnn-pointer", "mlp-fixed-head"]
     # Every variant is measured against the same naive reference, the cost model's on the instance.
-    from agents.runs import read_run_config
-    from agents.sources import training_source
+    from agents.training.runs import read_run_config
+    from agents.training.sources import training_source
     from hulk_env.reference import naive_placement
 
     inst = training_source(read_run_config(out / "runs" / "gnn-pointer-seed0"))[1][0]
@@ -131,8 +131,8 @@ def test_ablations_unknown_variant(tmp_path):
 
 def test_paper_reproduction_runs_a_small_policy_on_every_case(tmp_path, hulk_data):
     """A policy trained on toy instances (4 machines) places the 47-machine cases: widened padding."""
-    from agents.config import TrainSettings
-    from agents.train import train
+    from agents.training.config import TrainSettings
+    from agents.training.train import train
 
     run_dir = train(TrainSettings("smoke", ("eval.eval_every=0",), total_timesteps=128, out=tmp_path, name="smoke"))
     out = paper_reproduction.main(["--quick", "--hulk-data", str(hulk_data), "--out", str(tmp_path / "o"),

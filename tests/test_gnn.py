@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents.gnn import SIGNALS, assignment, edge_list, split_features
-from agents.inference import single_thread
-from agents.saved_policy import build_policy_network
-from agents.shaping import StayLookahead
+from agents.decision.inference import single_thread
+from agents.network.gnn import SIGNALS, assignment, edge_list, split_features
+from agents.network.saved_policy import build_policy_network
+from agents.training.shaping import StayLookahead
 from hulk_env.env import MACHINE_FEATURES_V1, PlacementEnvV1
 from hulk_env.feasibility import Padding
 from hulk_env.generators import InstanceListGenerator, RandomGeoGenerator, ToyGenerator
@@ -162,7 +162,7 @@ def test_toy_instances_of_any_size_run_with_one_network():
 
 @pytest.mark.parametrize("d", [1, 2, 4])
 def test_instance_features_read_replicas_and_memory_need_off_the_observation(d):
-    from agents.gnn import instance_features, read_observation
+    from agents.network.gnn import instance_features, read_observation
     from hulk_env.feasibility import layer_memory_bytes
 
     inst = _instance(d)
@@ -177,7 +177,7 @@ def test_instance_features_read_replicas_and_memory_need_off_the_observation(d):
 
 @pytest.mark.parametrize("d", [1, 2, 4])
 def test_share_room_is_the_memory_left_if_later_replicas_copy_the_current_one(d):
-    from agents.gnn import read_observation, share_room
+    from agents.network.gnn import read_observation, share_room
     from hulk_env.feasibility import layer_memory_bytes
 
     inst = _instance(d)

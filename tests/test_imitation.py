@@ -1,4 +1,4 @@
-"""Warm start by imitation (agents.imitation): demonstrations, replay, behaviour cloning."""
+"""Warm start by imitation (agents.training.imitation): demonstrations, replay, behaviour cloning."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from agents.imitation import (
+from agents.decision.inference import instance_env, sampled_rollouts, single_thread
+from agents.network.saved_policy import build_policy_network
+from agents.training.imitation import (
     _HOLDS_PREDECESSOR,
     STATIC_KEYS,
     BCSettings,
@@ -20,8 +22,6 @@ from agents.imitation import (
     expert_action,
     replay,
 )
-from agents.inference import instance_env, sampled_rollouts, single_thread
-from agents.saved_policy import build_policy_network
 from hulk_env import cost
 from hulk_env.feasibility import Padding
 from hulk_env.generators import ToyGenerator
@@ -163,9 +163,9 @@ def test_aggregate_from_a_given_start_and_sampled(toy_episodes):
 def test_decision_demonstration_is_the_decisions_placement():
     """The teacher of expert iteration is the policy's own decision (plan, or naive), its time
     the cost model's and its evaluations counted; polishing never makes it slower."""
-    from agents.imitation import decision_demonstration
-    from agents.inference import policy_placement
-    from agents.saved_policy import LoadedPolicy
+    from agents.decision.inference import policy_placement
+    from agents.network.saved_policy import LoadedPolicy
+    from agents.training.imitation import decision_demonstration
     from hulk_env.generators import ToyGenerator
 
     torch.manual_seed(0)
@@ -222,9 +222,9 @@ def test_training_starts_from_imitation_and_selects_on_validation(tmp_path):
     curve and summary written, the cloned policy evaluated as step 0; a resume skips it."""
     import json
 
-    from agents.config import load_config
-    from agents.saved_policy import load_policy
-    from agents.train import train
+    from agents.network.saved_policy import load_policy
+    from agents.training.config import load_config
+    from agents.training.train import train
 
     overrides = ["env.generator=generalist", "env.machines=[4,6]", "env.heldout_suite=tiny-v0", "env.lookahead=false",
                  "imitation.demonstrations=4", "imitation.epochs=2", "imitation.dagger_rounds=1",
@@ -243,7 +243,7 @@ def test_training_starts_from_imitation_and_selects_on_validation(tmp_path):
 
 
 def test_decision_weights_mark_replica_starts_and_new_stages(toy_episodes):
-    from agents.imitation import decision_weights
+    from agents.training.imitation import decision_weights
 
     demos, episodes = toy_episodes
     for demo, ep in zip(demos, episodes, strict=True):

@@ -313,7 +313,7 @@ def _load_workload(path: Path):
 
 
 def _load_policy(path: Path):
-    from agents.saved_policy import load_policy
+    from agents.network.saved_policy import load_policy
 
     return load_policy(path)
 

@@ -32,22 +32,22 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("hulk_env/files.py", "atomic_write_bytes"): "writes the temporary file of an atomic write",
     ("hulk_env/render/report_page.py", "write_report_file"): "writes the temporary file of the report page",
     ("hulk_env/evaluation/results.py", "append_csv"): "appends rows to the results.csv it writes (O_APPEND)",
-    ("agents/runs.py", "lock_run_dir"): "the run directory's lock file (flock), never parsed",
-    ("agents/files.py", "safe_torch_load"): "torch.load of bytes already read by reading.read_bytes (BytesIO)",
+    ("agents/training/runs.py", "lock_run_dir"): "the run directory's lock file (flock), never parsed",
+    ("agents/network/files.py", "safe_torch_load"): "torch.load of bytes already read by reading.read_bytes (BytesIO)",
     # Package data shipped with hulk (importlib.resources), not a user's file.
     ("hulk_env/money.py", "gpu_usd_per_hour"): "package data: the shipped GPU list prices (cluster/data/prices)",
     ("hulk_env/money.py", "egress_usd_per_gb"): "package data: the shipped egress prices (cluster/data/prices)",
     ("hulk_env/render/geo.py", "land_rings"): "the packaged Natural Earth coastlines (render/data)",
     # The run's own files read back on resume, written by this program in the same directory
-    # the resume locks (`agents.runs.lock_run_dir`); torn records are dropped.
-    ("agents/runs.py", "clean_for_resume"): "the run's own evaluations.csv, cut to the checkpoint",
-    ("agents/runs.py", "_truncate_events"): "the run's own TensorBoard event records, CRC-checked one by one",
-    ("agents/train.py", "evaluate"): "the run's own evaluations.csv, appended to",
+    # the resume locks (`agents.training.runs.lock_run_dir`); torn records are dropped.
+    ("agents/training/runs.py", "clean_for_resume"): "the run's own evaluations.csv, cut to the checkpoint",
+    ("agents/training/runs.py", "_truncate_events"): "the run's own TensorBoard event records, CRC-checked one by one",
+    ("agents/training/train.py", "evaluate"): "the run's own evaluations.csv, appended to",
     # `hulk import torch`'s child process: its stdout/stderr files, and the tail of its stderr.
     ("hulk_env/importers/child.py", "import_in_child"): "writes the child's stdout/stderr files",
     ("hulk_env/importers/child.py", "_last_line"): "the last 4 KiB of our own child's stderr, for the message",
     # A one-line YAML value from the command line (`--set key=value`), not a file.
-    ("agents/config.py", "apply_overrides"): "parses a --set value string, not a file",
+    ("agents/training/config.py", "apply_overrides"): "parses a --set value string, not a file",
 }
 
 

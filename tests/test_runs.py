@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.runs import (
+from agents.training.runs import (
     CONFIG_FILE,
     EVALUATIONS_CSV,
     LOCK_FILE,
@@ -26,7 +26,7 @@ from agents.runs import (
     create_run_dir,
     lock_run_dir,
 )
-from agents.train import CHECKPOINT, checkpoint_timesteps
+from agents.training.train import CHECKPOINT, checkpoint_timesteps
 from hulk_env.errors import HulkInputError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,14 +39,14 @@ FILES = {CONFIG_FILE: "train: {}\n"}
 _TRAINER = """
 import os, signal, sys, time
 from pathlib import Path
-from agents.config import TrainSettings
-import agents.files
-from agents.train import train
+from agents.training.config import TrainSettings
+import agents.network.files
+from agents.training.train import train
 
 mode, args = sys.argv[1], sys.argv[2:]
 if mode == "pause":
     gate, args = Path(args[0]), args[1:]
-    write = agents.files.atomic_write_bytes
+    write = agents.network.files.atomic_write_bytes
 
     def paused_write(path, data):
         if path.name == "checkpoint.pt" and not (gate / "go").exists():
@@ -55,11 +55,11 @@ if mode == "pause":
                 time.sleep(0.02)
         return write(path, data)
 
-    agents.files.atomic_write_bytes = paused_write
+    agents.network.files.atomic_write_bytes = paused_write
 if mode == "kill-in-write":
     target, args = int(args[0]), args[1:]
     seen = {"n": 0}
-    write = agents.files.atomic_write_bytes
+    write = agents.network.files.atomic_write_bytes
 
     def dying_write(path, data):
         if path.name == "checkpoint.pt":
@@ -70,7 +70,7 @@ if mode == "kill-in-write":
                 os.kill(os.getpid(), signal.SIGKILL)
         return write(path, data)
 
-    agents.files.atomic_write_bytes = dying_write
+    agents.network.files.atomic_write_bytes = dying_write
 train(resume=args[0]) if mode == "resume" else train(TrainSettings("smoke", tuple(args)))
 """
 
@@ -171,7 +171,7 @@ def test_lock_names_its_holder_and_dies_with_it(tmp_path):
     lock.release()
     lock_run_dir(tmp_path).release()
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from agents.runs import lock_run_dir; lock_run_dir(sys.argv[1]); "
+        "import sys, time; from agents.training.runs import lock_run_dir; lock_run_dir(sys.argv[1]); "
         "print('locked', flush=True); time.sleep(60)"), str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -207,7 +207,7 @@ def test_clean_for_resume_drops_rows_after_the_checkpoint_and_temp_files(tmp_pat
 
 
 def test_clean_for_resume_cuts_tensorboard_events_after_the_checkpoint(tmp_path):
-    from agents.tb_curves import read_curves
+    from agents.training.tb_curves import read_curves
     from tests.tb_events import write_event_file
 
     tag = "placement/speedup_vs_naive"
@@ -227,8 +227,8 @@ def test_clean_for_resume_cuts_tensorboard_events_after_the_checkpoint(tmp_path)
 
 
 def test_bad_settings_leave_no_run_directory(tmp_path):
-    from agents.config import TrainSettings
-    from agents.train import train
+    from agents.training.config import TrainSettings
+    from agents.training.train import train
 
     bad = [
         ("train.n_envs=0",), ("ppo.batch_size=0",), ("ppo.n_steps=0",), ("ppo.learning_rate=nan",),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from agents.saved_policy import (
+from agents.network.saved_policy import (
     GLOBALS_READERS,
     LEGACY_GLOBALS,
     TRAILING_COLUMNS,
@@ -91,7 +91,7 @@ MAIN_GREEDY_TINY3 = [0, 0, 1]
 
 
 def test_shipped_policy_decides_as_on_main():
-    from agents.inference import instance_env, masked_logits, rollout
+    from agents.decision.inference import instance_env, masked_logits, rollout
 
     loaded = load_policy(PRETRAINED)
     current = loaded.policy.features_extractor.current
@@ -226,7 +226,7 @@ def test_chain_dp_places_every_settings_instance(settings_suite):  # 40 s: DiLoC
 
 # ------------------------------------------------------------------ training on the cost reward
 def test_objective_per_reward():
-    from agents.train import objective
+    from agents.training.train import objective
 
     speed, saving = math.log(2.0), math.log(3.0)
     assert objective("terminal", 1.0, 2.0, None, None) == pytest.approx(speed)
@@ -238,10 +238,10 @@ def test_objective_per_reward():
 def test_cost_reward_run_validates_on_dollars(tmp_path):
     """A 128-step run with reward=cost: its validation score is the mean over held-out instances
     of the best log dollar saving among the policy's candidates, priced here independently."""
-    from agents.config import TrainSettings, lookahead_mode
-    from agents.inference import START_CANDIDATES, sampled_rollouts
-    from agents.sources import training_source
-    from agents.train import train
+    from agents.decision.inference import START_CANDIDATES, sampled_rollouts
+    from agents.training.config import TrainSettings, lookahead_mode
+    from agents.training.sources import training_source
+    from agents.training.train import train
 
     overrides = ("train.torch_threads=1", "env.reward=cost", "train.total_timesteps=128", "eval.eval_every=128",
                  "train.tensorboard=false", "train.name=cost")  # fmt: skip

@@ -1,13 +1,13 @@
-"""The bottleneck bound that screens the greedy decision's start machines (agents.start_bound)."""
+"""The bottleneck bound that screens the greedy decision's start machines (agents.decision.start_bound)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import agents.start_bound as start_bound
-from agents.inference import choose_starts
-from agents.start_bound import bottleneck_bounds_s, bound_ranked
+import agents.decision.start_bound as start_bound
+from agents.decision.inference import choose_starts
+from agents.decision.start_bound import bottleneck_bounds_s, bound_ranked
 from hulk_env.baselines.common import NeighbourOrder
 from hulk_env.cost import train_flops
 from hulk_env.generators import RandomGeoGenerator

@@ -1,4 +1,4 @@
-"""The start ranker (agents.start_ranker): its labels, its loss, that it learns a ranking, that
+"""The start ranker (agents.decision.start_ranker): its labels, its loss, that it learns a ranking, that
 it ships with the policy and steers the greedy decision's starts."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from agents.inference import instance_env, single_thread
-from agents.plan import plan_from
-from agents.saved_policy import RANKER_DIR, build_policy_network, load_policy, save_policy
-from agents.start_ranker import (
+from agents.decision.inference import instance_env, single_thread
+from agents.decision.plan import plan_from
+from agents.decision.start_ranker import (
     instance_labels,
     labels_from_json,
     labels_to_json,
@@ -27,6 +26,7 @@ from agents.start_ranker import (
     top_starts,
     train_ranker,
 )
+from agents.network.saved_policy import RANKER_DIR, build_policy_network, load_policy, save_policy
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import Padding
 from hulk_env.generators import RandomGeoGenerator
@@ -127,7 +127,7 @@ def test_training_teaches_the_network_to_rank_the_starts():
 
 
 def test_a_ranker_saved_beside_the_policy_loads_with_it_and_picks_the_decisions_starts(tmp_path):
-    from agents.inference import first_slot_candidates, policy_placement
+    from agents.decision.inference import first_slot_candidates, policy_placement
 
     inst = _instance(5, d=2)
     net, ranker = _net(1), _net(2)
@@ -155,7 +155,7 @@ def test_a_ranker_saved_beside_the_policy_loads_with_it_and_picks_the_decisions_
 
 
 def test_the_second_round_of_starts_stays_in_the_region_of_the_fastest_plan():
-    from agents.inference import choose_starts, refine_in_region
+    from agents.decision.inference import choose_starts, refine_in_region
 
     regions = ["a", "a", "b", "b", "a", "c", "b"]
     ranked = [0, 2, 5, 1, 3, 4, 6]  # the network's order

@@ -1,10 +1,10 @@
-"""Learning curves of training runs: TensorBoard event files and run directories (agents/tb_curves.py)."""
+"""Learning curves of training runs: TensorBoard event files and run directories (agents/training/tb_curves.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from agents.tb_curves import read_curves, read_event_curves
+from agents.training.tb_curves import read_curves, read_event_curves
 from hulk_env import render
 from hulk_env.errors import HulkInputError
 from tests.tb_events import write_event_file

@@ -15,11 +15,11 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from agents.config import TrainSettings, apply_overrides
-from agents.methods import load_policy_method
-from agents.runs import read_run_config
-from agents.saved_policy import load_policy
-from agents.train import CHECKPOINT, checkpoint_timesteps, train
+from agents.decision.methods import load_policy_method
+from agents.network.saved_policy import load_policy
+from agents.training.config import TrainSettings, apply_overrides
+from agents.training.runs import read_run_config
+from agents.training.train import CHECKPOINT, checkpoint_timesteps, train
 from hulk_cli.app import app
 from hulk_env.errors import HulkInputError
 
@@ -116,8 +116,8 @@ def test_corrupt_checkpoint_is_one_clear_error(tmp_path, run_dir):
 
 _TRAINER = """
 import sys
-from agents.config import TrainSettings
-from agents.train import train
+from agents.training.config import TrainSettings
+from agents.training.train import train
 train(TrainSettings("smoke", tuple(sys.argv[2:]))) if sys.argv[1] == "new" else train(resume=sys.argv[1])
 """
 

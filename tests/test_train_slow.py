@@ -13,9 +13,9 @@ import math
 
 import pytest
 
-from agents.compare import POLICY_METHOD, evaluate_run
-from agents.config import TrainSettings
-from agents.train import checkpoint_timesteps, train
+from agents.benchmarks.compare import POLICY_METHOD, evaluate_run
+from agents.training.config import TrainSettings
+from agents.training.train import checkpoint_timesteps, train
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from agents.config import TrainSettings
-from agents.runs import read_run_config
-from agents.tune import TuneSettings, load_space, override, trial_dir_name, tune
+from agents.training.config import TrainSettings
+from agents.training.runs import read_run_config
+from agents.training.tune import TuneSettings, load_space, override, trial_dir_name, tune
 from hulk_cli.app import app
 from hulk_env.errors import HulkInputError
 

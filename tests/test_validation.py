@@ -419,13 +419,13 @@ def test_policy_file_schema_accepts_what_save_policy_writes():
 
 
 def _run_config() -> dict:
-    from agents.config import RunConfig
+    from agents.training.config import RunConfig
 
     return RunConfig().to_dict()
 
 
 def test_run_config_schema_matches_the_dataclasses():
-    from agents.config import SECTIONS
+    from agents.training.config import SECTIONS
 
     sections = schemas.RunConfigSchema.model_fields
     assert set(sections) == set(SECTIONS)

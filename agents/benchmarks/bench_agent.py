@@ -3,7 +3,7 @@
 On every instance of a suite (default ``unseen-v0``: cities outside the training pool):
 
 * ``gnn-ppo`` -- the pretrained policy shipped in the package, greedy (its decision,
-  :func:`agents.inference.planned_greedy`: the fastest stage-DP plan from its best first-slot
+  :func:`agents.decision.inference.planned_greedy`: the fastest stage-DP plan from its best first-slot
   choices, or the naive placement; its masked rollout only where no plan fits);
 * ``gnn-ppo`` rollout only (``policy_rollout_gap_geomean``): the greedy rollout from the best
   plan's start, without the plan and naive candidates -- what the network's own slot-by-slot
@@ -33,7 +33,7 @@ trained weights are worth against the same machinery without them.
   measurement; the median of the seeds' geometric means;
 * ``heuristic_starts_gap_geomean`` -- the same decision (same starts per region, second round,
   plans and naive candidate) with the starts ranked by peak FLOP/s
-  (:class:`agents.start_ranker.PeakFlopsRanker`) instead of the network;
+  (:class:`agents.decision.start_ranker.PeakFlopsRanker`) instead of the network;
 * ``control_dead_ends`` -- the controls' failures (each enters its mean as the naive placement).
 
 ``cost_evals`` gives every method's total cost-model evaluations over the run (the controls' too:
@@ -70,7 +70,7 @@ from hulk_env.evaluation.suites import load_suite
 from hulk_env.reference import naive_placement
 
 if TYPE_CHECKING:
-    from agents.saved_policy import LoadedPolicy
+    from agents.network.saved_policy import LoadedPolicy
     from hulk_env.instance import Instance
 
 POLICY = "gnn-ppo"
@@ -113,16 +113,16 @@ def gap_geomean(times_s: list[float], fallback_s: list[float], reference_s: list
 
 
 def policy_methods() -> dict[str, Callable]:
-    """The shipped policy's methods (``gnn-ppo``, ``gnn-ppo+search``) from :mod:`agents.methods`,
+    """The shipped policy's methods (``gnn-ppo``, ``gnn-ppo+search``) from :mod:`agents.decision.methods`,
     and its rollout alone (:data:`ROLLOUT`)."""
-    from agents.inference import policy_placement
-    from agents.methods import agent_methods, pretrained_policy
+    from agents.decision.inference import policy_placement
+    from agents.decision.methods import agent_methods, pretrained_policy
 
     methods = agent_methods()
     missing = [m for m in (POLICY, POLISH) if m not in methods]
     if missing:
         raise HulkInputError(
-            f"no method {', '.join(missing)} in agents.methods.agent_methods(): is the pretrained policy shipped "
+            f"no method {', '.join(missing)} in agents.decision.methods.agent_methods(): is the pretrained policy shipped "
             "(agents/pretrained)?",
             field="method",
         )
@@ -132,12 +132,17 @@ def policy_methods() -> dict[str, Callable]:
 
 def random_weights(loaded: LoadedPolicy, seed: int) -> LoadedPolicy:
     """``loaded``'s architecture and observation with fresh random weights: the network built
-    as training builds it (:func:`agents.saved_policy.build_policy_network`, SB3's
+    as training builds it (:func:`agents.network.saved_policy.build_policy_network`, SB3's
     initialisation) under ``torch.manual_seed(seed)`` (the global generator restored after);
     no start ranker."""
     import torch
 
-    from agents.saved_policy import LoadedPolicy, build_policy_network, lookahead_of, plan_of
+    from agents.network.saved_policy import (
+        LoadedPolicy,
+        build_policy_network,
+        lookahead_of,
+        plan_of,
+    )
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
@@ -148,8 +153,8 @@ def random_weights(loaded: LoadedPolicy, seed: int) -> LoadedPolicy:
 
 def flops_starts(loaded: LoadedPolicy) -> LoadedPolicy:
     """``loaded`` with its decision's starts ranked by peak FLOP/s
-    (:class:`agents.start_ranker.PeakFlopsRanker`) instead of by its network."""
-    from agents.start_ranker import PeakFlopsRanker
+    (:class:`agents.decision.start_ranker.PeakFlopsRanker`) instead of by its network."""
+    from agents.decision.start_ranker import PeakFlopsRanker
 
     return loaded._replace(ranker=PeakFlopsRanker())
 
@@ -158,7 +163,7 @@ def control_methods(loaded: LoadedPolicy, seeds: tuple[int, ...] = RANDOM_SEEDS)
     """The controls of ``loaded`` (see the module docstring): :data:`HEURISTIC` (its decision with
     the starts ranked by peak FLOP/s) and, per seed, the decision and the rollout alone of its
     architecture with random weights (:func:`random_name`)."""
-    from agents.inference import policy_placement
+    from agents.decision.inference import policy_placement
 
     out: dict[str, Callable] = {HEURISTIC: partial(policy_placement, flops_starts(loaded), name=HEURISTIC)}
     for s in seeds:

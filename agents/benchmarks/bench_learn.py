@@ -3,7 +3,7 @@
 The main job's config (``agents/configs/default.yaml``, or another) trains a fresh network with
 masked PPO -- no imitation, no checkpoint loaded -- on one fixed instance per run, for a budget
 of environment steps, on several seeds. Every ``eval_every`` steps the network's own greedy
-rollout (:func:`agents.inference.sampled_rollouts` with one start: the slot-by-slot argmax of
+rollout (:func:`agents.decision.inference.sampled_rollouts` with one start: the slot-by-slot argmax of
 the policy, what PPO trains; no plan candidates, no naive fallback) places the training
 instance; the run reports the first step count at which that placement is at least as fast
 as ``latency-chain-dp``'s (``null`` if never within the budget) and the gap of the last one,
@@ -15,12 +15,12 @@ The instances (:data:`BENCH_INSTANCES`), fixed by their seeds, differ in shape:
   (26 layers, D = 1);
 * ``multi-replica``: the same cluster x GPT-3 1.3B with D = 2 data-parallel replicas (52 slots);
 * ``128-machines``: 8 training cities x 16 machines of the ``cloud`` GPU mix
-  (:data:`agents.distribution.GPU_MIXES`, seed 128) x GPT-3 1.3B;
+  (:data:`agents.training.distribution.GPU_MIXES`, seed 128) x GPT-3 1.3B;
 * ``memory-tight``: 4 training cities x 3 machines of the ``cloud`` mix (seed 7) x LLaMA-65B,
   which needs 58% of the cluster's memory (:func:`hulk_env.feasibility.memory_tightness`).
 
 Every one is placeable (the naive placement fits; checked when built). Training cities only
-(:func:`agents.distribution.training_cities`): no validation or unseen city is read.
+(:func:`agents.training.distribution.training_cities`): no validation or unseen city is read.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ REACH_RTOL = 1e-6  # "reaches chain-dp": at most this much slower (float noise o
 
 def bench_instance(name: str) -> Instance:
     """One of :data:`BENCH_INSTANCES`, built from its fixed seed (the module docstring)."""
-    from agents.distribution import GPU_MIXES, training_cities
+    from agents.training.distribution import GPU_MIXES, training_cities
     from hulk_env.baselines.naive import naive
     from hulk_env.cluster import geo_cluster
     from hulk_env.generators import fixed_instance
@@ -82,7 +82,7 @@ class LearnRun(NamedTuple):
 def greedy_time_s(policy: Any, instance: Instance, lookahead: bool | str, plan: bool) -> float | None:
     """The iteration time of the network's own greedy rollout on ``instance`` (``None``: no
     completed episode)."""
-    from agents.inference import sampled_rollouts
+    from agents.decision.inference import sampled_rollouts
 
     training = policy.training
     policy.set_training_mode(False)
@@ -108,8 +108,8 @@ def learn_run(
     final gap is then that evaluation's)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from agents.config import config_from_dict, lookahead_mode
-    from agents.train import build_model, make_vec_env, seed_everything
+    from agents.training.config import config_from_dict, lookahead_mode
+    from agents.training.train import build_model, make_vec_env, seed_everything
     from hulk_env.feasibility import Padding
     from hulk_env.generators import InstanceListGenerator
 
@@ -177,7 +177,7 @@ def bench_learn(
     (:func:`summary`). ``seeds``: a count (``0 .. n-1``) or the seeds themselves; ``config``,
     ``overrides``: the training config (default: the main job's); ``on_run`` is told each
     finished run (e.g. to save partial results); ``stop_at_chain_dp``: see :func:`learn_run`."""
-    from agents.config import load_config
+    from agents.training.config import load_config
     from hulk_env.baselines import get_method
 
     if timesteps < 1 or eval_every < 1:

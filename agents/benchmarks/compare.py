@@ -11,19 +11,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.inference import policy_placement
-from agents.methods import agent_methods
-from agents.runs import read_run_config
-from agents.saved_policy import LoadedPolicy, load_policy
-from agents.sources import training_source
-from agents.tb_curves import read_curves
+from agents.decision.inference import policy_placement
+from agents.decision.methods import agent_methods
+from agents.network.saved_policy import LoadedPolicy, load_policy
+from agents.training.runs import read_run_config
+from agents.training.sources import training_source
+from agents.training.tb_curves import read_curves
 from hulk_env.baselines import Method
 from hulk_env.errors import HulkInputError
 from hulk_env.evaluation import run_methods, write_results
 from hulk_env.instance import Instance
 from hulk_env.render import curves_figure, placement_figure, save_figure
 
-POLICY_METHOD = "policy"  # the run's own policy ("gnn-ppo" is the shipped one, agents.methods)
+POLICY_METHOD = "policy"  # the run's own policy ("gnn-ppo" is the shipped one, agents.decision.methods)
 
 
 def evaluate_run(

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from agents.inference import single_thread
+from agents.decision.inference import single_thread
 from hulk_env.baselines.base import PlacementResult
 from hulk_env.baselines.chains import chains_candidates, rank_candidates
 from hulk_env.baselines.common import Evaluator

@@ -1,9 +1,9 @@
 """Placing instances with a policy network, at any size: masked rollouts and sampling.
 
-A policy (:func:`agents.saved_policy.load_policy`, or a network in training) places an instance
+A policy (:func:`agents.network.saved_policy.load_policy`, or a network in training) places an instance
 by running ``hulk/Placement-v1`` (:class:`hulk_env.env.PlacementEnvV1`) on it to the end, one
 masked action per (replica, layer) slot. The env is built at the instance's own size and the
-network reads observations of any size (:mod:`agents.gnn`), so there is no padding to fit and
+network reads observations of any size (:mod:`agents.network.gnn`), so there is no padding to fit and
 no size limit beyond the env's documented ones. The mask never leads to a dead end.
 
 Each step converts the observation to tensors directly (no check against a fixed observation
@@ -13,13 +13,13 @@ keeps the best of the greedy and ``samples`` sampled rollouts, and counts every 
 evaluation it causes (the env's reference and final evaluations, the lookahead's, the plans')
 with :func:`hulk_env.cost.count_evals`.
 
-A policy that reads the stage DP's plan (:mod:`agents.plan`) decides its first slot among a few
+A policy that reads the stage DP's plan (:mod:`agents.decision.plan`) decides its first slot among a few
 start machines (:func:`choose_starts`): its :data:`START_CANDIDATES` best-scored machines of
 distinct regions (:func:`first_slot_candidates`), then its :data:`REFINE_STARTS` next best in
 the region of the fastest of their plans (optionally also the :data:`BOUND_STARTS` best by a
-cheap bound on what a plan from there can achieve, :mod:`agents.start_bound`; none by default):
+cheap bound on what a plan from there can achieve, :mod:`agents.decision.start_bound`; none by default):
 the plan from each is built (what the observation would show after that first slot; the plans
-of a round built together, :func:`agents.plan.plans_from`), and the fastest plan and the naive
+of a round built together, :func:`agents.decision.plan.plans_from`), and the fastest plan and the naive
 placement are the candidates (:func:`planned_greedy`; where no forward plan fits at a start,
 the chain's reverse plan too). The greedy rollout from the fastest plan's start is built only
 where no forward plan fits anywhere (:data:`ALWAYS_ROLLOUT`: on the validation instances it
@@ -43,8 +43,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from agents.saved_policy import LoadedPolicy, lookahead_of, plan_of
-from agents.start_bound import bound_ranked
+from agents.decision.start_bound import bound_ranked
+from agents.network.saved_policy import LoadedPolicy, lookahead_of, plan_of
 from hulk_env import cost
 from hulk_env.baselines import PlacementResult
 from hulk_env.generators import InstanceListGenerator
@@ -52,7 +52,7 @@ from hulk_env.instance import Instance
 
 # The greedy decision's starts (choose_starts): the network's START_CANDIDATES best first-slot
 # machines, one per region first, then the BOUND_STARTS best by the bottleneck bound
-# (agents.start_bound) not among them, then REFINE_STARTS more in the region of the fastest plan.
+# (agents.decision.start_bound) not among them, then REFINE_STARTS more in the region of the fastest plan.
 # Regret on the labels (``python -m experiments.start_ranker`` writes settings.csv): the best
 # chosen start's plan over the best of every start's (geometric mean), on the 100 validation
 # instances (val-v0, val-x-v0, val-xl-v0) / 286 training draws, plans built -- network 4 + 2 in
@@ -98,15 +98,15 @@ SPECULATION_CELLS = 4096
 
 def instance_env(instance: Instance, lookahead: bool, shape: bool = False, plan: bool = False) -> Any:
     """``hulk/Placement-v1`` on one instance at its own size, terminal reward, with the
-    lookahead observation (and, with ``shape``, the stay shaping) of :mod:`agents.shaping` and
-    the ``plan`` observation of :mod:`agents.plan`."""
-    from agents.plan import PlanHint
-    from agents.shaping import StayLookahead
+    lookahead observation (and, with ``shape``, the stay shaping) of :mod:`agents.training.shaping` and
+    the ``plan`` observation of :mod:`agents.decision.plan`."""
+    from agents.decision.plan import PlanHint
+    from agents.training.shaping import StayLookahead
     from hulk_env.env import PlacementEnvV1
 
     env = PlacementEnvV1(generator=InstanceListGenerator((instance,)), reward="terminal")
     if lookahead or shape:
-        # lookahead: True (the stay completion) or a completion rule's name (agents.shaping.COMPLETIONS)
+        # lookahead: True (the stay completion) or a completion rule's name (agents.training.shaping.COMPLETIONS)
         completion = lookahead if isinstance(lookahead, str) else "stay"
         env = StayLookahead(env, shape=shape, lookahead=bool(lookahead), completion=completion)
     return PlanHint(env) if plan else env
@@ -115,7 +115,7 @@ def instance_env(instance: Instance, lookahead: bool, shape: bool = False, plan:
 def masked_logits(policy: Any, obs: dict[str, np.ndarray], mask: np.ndarray, static: Any = None) -> tuple[Any, Any]:
     """``([M] logits, the read observation)`` of one observation, ``-inf`` where the mask
     forbids the machine. ``static``: the episode's first read observation (its per-instance
-    parts are reused: see :func:`agents.gnn.read_observation`)."""
+    parts are reused: see :func:`agents.network.gnn.read_observation`)."""
     import torch
 
     forbidden = ~torch.from_numpy(np.asarray(mask, dtype=bool))
@@ -134,7 +134,7 @@ def network_logits(policy: Any, observations: list[dict[str, np.ndarray]], forbi
     are reused."""
     import torch
 
-    from agents.gnn import read_observation
+    from agents.network.gnn import read_observation
 
     tensors = {k: torch.from_numpy(np.stack([o[k] for o in observations]).astype(np.float32, copy=False)) for k in observations[0]}
     read = read_observation(tensors, static)
@@ -250,9 +250,9 @@ def greedy_along_plan(policy: Any, env: Any, obs: dict[str, np.ndarray], plan: n
 
 def ranked_first_slots(policy: Any, env: Any, instance: Instance) -> list[int]:
     """The allowed first-slot machines, best-scored first by ``policy``'s first-slot logits (a
-    policy's, or a start ranker's: :mod:`agents.start_ranker`), or by its
+    policy's, or a start ranker's: :mod:`agents.decision.start_ranker`), or by its
     ``first_slot_scores(instance)`` where it has them (a ranking without a network:
-    :class:`agents.start_ranker.PeakFlopsRanker`); ties to the lower index."""
+    :class:`agents.decision.start_ranker.PeakFlopsRanker`); ties to the lower index."""
     import torch
 
     obs, _ = env.reset(options={"instance": instance})
@@ -268,7 +268,7 @@ def ranked_first_slots(policy: Any, env: Any, instance: Instance) -> list[int]:
 def first_slot_candidates(policy: Any, env: Any, instance: Instance, k: int, ranker: Any = None) -> list[int]:
     """``k`` allowed first-slot machines: the network's best-scored machine of each region, best
     first, then (with fewer than ``k`` regions) its next best machines; ties to the lower index.
-    ``ranker``: a start ranker (:mod:`agents.start_ranker`) whose first-slot logits score the
+    ``ranker``: a start ranker (:mod:`agents.decision.start_ranker`) whose first-slot logits score the
     machines instead of the policy's.
 
     One per region because the plans from machines of one city share most of their chain: on
@@ -306,7 +306,7 @@ def choose_starts(
 ) -> list[int]:
     """The greedy decision's start machines: ``starts`` of ``ranked``, one per region first
     (:func:`distinct_regions_first`), then the first ``bound_starts`` of ``bounded`` (the
-    machines by their bottleneck bound, :func:`agents.start_bound.bound_ranked`) not among
+    machines by their bottleneck bound, :func:`agents.decision.start_bound.bound_ranked`) not among
     them, then ``refine`` more in the region whose start's plan was fastest
     (:func:`refine_in_region`). ``times_of(starts)``: those starts' plan times (``inf`` for
     none), called once with the first round's starts, in this order.
@@ -340,7 +340,7 @@ def planned_greedy(
     fastest (see the module docstring), then that plan, then the
     naive placement (the env's reward reference, already evaluated: the decision is never slower
     than placing without optimisation, as ``latency-chain-dp`` falls back to it). At a start
-    where no forward plan fits, the chain's reverse plan (:func:`agents.plan.plan_from` with
+    where no forward plan fits, the chain's reverse plan (:func:`agents.decision.plan.plan_from` with
     ``reverse``) is a candidate too, before the naive one. ``env``: an :func:`instance_env` with
     the plan; ``ranker``: a start ranker that scores the starts instead of the policy
     (:func:`first_slot_candidates`). Without any forward plan that fits, the rollout starts
@@ -374,7 +374,7 @@ def planned_greedy(
 def plan_times(env: Any, instance: Instance, starts: list[int]) -> list[float]:
     """The plan time from each start as the decision ranks starts: forward, else reverse, else
     inf (``env``: an :func:`instance_env` with the plan, whose cache keeps both plans; the plans
-    of all the starts are built together: :meth:`agents.plan.PlanHint.plans_for`)."""
+    of all the starts are built together: :meth:`agents.decision.plan.PlanHint.plans_for`)."""
     forward = env.plans_for(instance, starts)
     tight = [s for s, p in zip(starts, forward, strict=True) if p is None]
     backward = dict(zip(tight, env.plans_for(instance, tight, reverse=True), strict=True))

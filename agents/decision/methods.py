@@ -3,10 +3,10 @@
 * ``gnn-ppo`` -- the pretrained generalist policy shipped in the package
   (``agents/pretrained/gnn-ppo/``: weights only, with its config and training command), greedy:
   the fastest stage-DP plan from the network's best first-slot machines
-  (:data:`agents.inference.START_CANDIDATES`, one per region first, and
-  :data:`agents.inference.REFINE_STARTS` more in the region of the fastest of those) or the naive
+  (:data:`agents.decision.inference.START_CANDIDATES`, one per region first, and
+  :data:`agents.decision.inference.REFINE_STARTS` more in the region of the fastest of those) or the naive
   placement; where no plan fits, one masked rollout of ``hulk/Placement-v1`` at the instance's
-  own size (:func:`agents.inference.planned_greedy`, :data:`agents.inference.ALWAYS_ROLLOUT`).
+  own size (:func:`agents.decision.inference.planned_greedy`, :data:`agents.decision.inference.ALWAYS_ROLLOUT`).
   With a ``budget`` it also samples ``budget - 1`` rollouts and keeps the best;
 * ``gnn-ppo+search`` -- the policy's greedy rollout (from its best plan's start), that plan and
   :data:`POLISH_SAMPLES` sampled rollouts,
@@ -18,7 +18,7 @@
   :func:`hulk_env.baselines.seeds.search_start`, which adds the heuristics' placements), within
   :data:`POLISH_BUDGET` cost evaluations in all, the policy's rollouts, re-cuts and chains
   included;
-* ``hulk-gcn`` (:mod:`agents.hulk_gcn`);
+* ``hulk-gcn`` (:mod:`agents.decision.hulk_gcn`);
 * any saved policy (:func:`load_policy_method`).
 
 For :func:`hulk_env.evaluation.run_methods`, the ``hulk`` command and the experiments. Their
@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from agents.inference import (
+from agents.decision.inference import (
     policy_placement,
     sampled_rollouts,
     unplaceable_reason,
 )
-from agents.saved_policy import LoadedPolicy, load_policy, lookahead_of, plan_of
+from agents.network.saved_policy import LoadedPolicy, load_policy, lookahead_of, plan_of
 from hulk_env import cost
 from hulk_env.baselines import Method, PlacementResult
 from hulk_env.errors import HulkInputError
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 PRETRAINED = "gnn-ppo"
 POLISHED = "gnn-ppo+search"
 AGENT_METHODS = ("hulk-gcn", PRETRAINED, POLISHED)  # names known without torch (the CLI lists them)
-PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained" / PRETRAINED
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained" / PRETRAINED
 POLISH_BUDGET = 5_000  # cost evaluations of gnn-ppo+search in all (a tenth of the reference searches')
 POLISH_SAMPLES = 4  # sampled rollouts besides the greedy one, as extra starts
 POLISH_TEMPERATURE = 1.0
@@ -60,7 +60,7 @@ RECUT_SHARE = 0.2  # of the polish budget, for the re-cut candidates (best DP es
 CHAIN_SHARE = 0.2  # of the polish budget, for the chains started from the policy's machines
 CHAIN_STARTS = 16  # start machines of those chains at most (each costs one stage DP)
 # The polish's own decision starts (network, then in the best region): the greedy decision's
-# 8 + 4 (agents.inference.START_CANDIDATES, REFINE_STARTS) build up to 12 plans of up to 256
+# 8 + 4 (agents.decision.inference.START_CANDIDATES, REFINE_STARTS) build up to 12 plans of up to 256
 # evaluations each, which on unseen-v0's 512-machine instances spent more than POLISH_BUDGET
 # before the search began (evaluations ratio 0.1036 against genetic's, over the 0.1 the budget
 # promises); with 4 + 2 (the decision's former setting) the plans leave the search its share.
@@ -150,7 +150,7 @@ def best_of(instance: Instance, candidates: list[Candidate], budget: int, keep: 
 
 def agent_methods() -> dict[str, Method]:
     """Leaderboard methods that live with the agent (they need torch): :data:`AGENT_METHODS`."""
-    from agents.hulk_gcn import NAME, hulk_gcn_method
+    from agents.decision.hulk_gcn import NAME, hulk_gcn_method
 
     if (PRETRAINED_DIR / "policy.json").is_file():
         pretrained_policy()  # load now, so that no placement's wall time includes the loading

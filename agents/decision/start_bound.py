@@ -1,6 +1,6 @@
 """A cheap screen of the greedy decision's start machines: each start's bottleneck bound.
 
-The decision (:func:`agents.inference.choose_starts`) builds the stage DP's plan from a few
+The decision (:func:`agents.decision.inference.choose_starts`) builds the stage DP's plan from a few
 first-slot machines; which few matters most (on the validation instances, the best of the
 network's own 4 + 2 starts was 4.3% slower than the best of every start's plan, geometric mean,
 and 40-50% slower on a few). The network ranks starts by local features; this module ranks

@@ -1,6 +1,6 @@
 """A learned ranking of the first-slot machines: from which start is the stage DP's plan fastest?
 
-The greedy decision (:func:`agents.inference.planned_greedy`) builds the stage DP's plan from a
+The greedy decision (:func:`agents.decision.inference.planned_greedy`) builds the stage DP's plan from a
 few first-slot machines and keeps the fastest; ``latency-chain-dp`` builds one from every
 machine (up to 256). On the validation instances the best of *all* starts' plans is within 0.3%
 of ``latency-chain-dp`` (geometric mean), while the plans from the policy's 4 best-scored starts
@@ -8,10 +8,10 @@ are 4% behind: the policy was trained to imitate one teacher's first machine, no
 start. The ranker is trained for that ranking alone.
 
 * **Labels** (:func:`start_times`): for each allowed first-slot machine ``s`` of an instance,
-  the iteration time of the plan from ``s`` (:func:`agents.plan.plan_from`; the chain's
+  the iteration time of the plan from ``s`` (:func:`agents.decision.plan.plan_from`; the chain's
   reverse split where no forward split fits, as the decision does), ``inf`` where neither fits.
   :func:`collect_labels` draws instances of the training distribution
-  (:class:`agents.distribution.GeneralistGenerator`, training cities only) and labels them in
+  (:class:`agents.training.distribution.GeneralistGenerator`, training cities only) and labels them in
   worker processes; :func:`suite_labels` labels a suite's instances (validation).
 * **Network**: a copy of the policy's network (same architecture, same observation, initialised
   with its weights), whose logits at the first slot are the scores; nothing else of it is used.
@@ -21,7 +21,7 @@ start. The ranker is trained for that ranking alone.
 * **Selection** (:func:`regret`): the epoch whose ranking loses least on validation instances
   (neither training nor reported ones): ``log(min over the decision's starts of T / min over
   all starts of T)``, averaged over instances (the decision's starts:
-  :func:`agents.inference.choose_starts` with its settings).
+  :func:`agents.decision.inference.choose_starts` with its settings).
 
 Measured (``python -m experiments.start_ranker``, 286 training and 34 validation instances):
 fine-tuning the policy's network this way did not beat its own ranking on validation -- the
@@ -30,12 +30,12 @@ decision's starts moved by noise only (best epoch 0.0412 against 0.0423) and the
 rose (0.056 -> 0.05-0.11), with the whole network or its head alone, ListNet's loss or the
 log-probability of the starts within 1% of the best: the first-slot features do not show what
 makes one start's chain better than its neighbour's. So no ranker ships; the labels chose the
-decision's second round of starts instead (:data:`agents.inference.REFINE_STARTS`). Starts
-screened by a bottleneck bound (:mod:`agents.start_bound`) looked better on these labels and
-were worse on ``unseen-v0``: see :data:`agents.inference.START_CANDIDATES`.
+decision's second round of starts instead (:data:`agents.decision.inference.REFINE_STARTS`). Starts
+screened by a bottleneck bound (:mod:`agents.decision.start_bound`) looked better on these labels and
+were worse on ``unseen-v0``: see :data:`agents.decision.inference.START_CANDIDATES`.
 
-Saved as a policy directory (:mod:`agents.saved_policy`: weights only) named
-:data:`agents.saved_policy.RANKER_DIR` inside the policy's directory; :func:`agents.saved_policy.load_policy` loads
+Saved as a policy directory (:mod:`agents.network.saved_policy`: weights only) named
+:data:`agents.network.saved_policy.RANKER_DIR` inside the policy's directory; :func:`agents.network.saved_policy.load_policy` loads
 it with the policy, and the decision then ranks its starts with it.
 """
 
@@ -55,14 +55,14 @@ from hulk_env.instance import Instance
 TAU = 0.05  # target temperature over log plan times (see the module docstring)
 # Start settings (the network's starts, second-round starts in the best region, bound starts)
 # whose validation regrets are recorded; the checkpoint is chosen on the decision's own
-# (agents.inference: 4 + 2 in the best region).
+# (agents.decision.inference: 4 + 2 in the best region).
 REGRET_SETTINGS: dict[str, tuple[int, int, int]] = {"top1": (1, 0, 0), "top2": (2, 0, 0), "top4": (4, 0, 0), "decision": (4, 2, 0)}
 
 
 class PeakFlopsRanker:
     """Start ranking without learning: the allowed first-slot machines by FLOP/s, fastest first
     (ties to the lower index). The control of ``hulk bench agent``'s
-    ``heuristic_starts_gap_geomean``: the same decision (:func:`agents.inference.planned_greedy`:
+    ``heuristic_starts_gap_geomean``: the same decision (:func:`agents.decision.inference.planned_greedy`:
     the same starts per region, second round and plans) with this ranking instead of the
     network's, so the gap between the two is what the network's ranking is worth.
     ``Machine.flops`` is the machine's peak times one utilisation, so its order is the peak's."""
@@ -82,10 +82,10 @@ class StartLabels(NamedTuple):
 
 def start_times(instance: Instance, env: Any = None) -> np.ndarray:
     """``[M]`` the iteration time of the plan from each allowed first-slot machine
-    (:func:`agents.inference.plan_times`: forward, else reverse, as the decision ranks starts),
+    (:func:`agents.decision.inference.plan_times`: forward, else reverse, as the decision ranks starts),
     ``inf`` where the mask forbids the machine or no plan fits. ``env``: an
-    :func:`agents.inference.instance_env` with the plan (its plan cache is reused)."""
-    from agents.inference import instance_env, plan_times
+    :func:`agents.decision.inference.instance_env` with the plan (its plan cache is reused)."""
+    from agents.decision.inference import instance_env, plan_times
 
     env = instance_env(instance, lookahead=False, plan=True) if env is None else env
     env.reset(options={"instance": instance})
@@ -106,7 +106,7 @@ def _in_workers(fn: Callable, jobs: list, workers: int) -> Iterator:
 
 
 def _label_key(args: tuple[dict, int]) -> StartLabels | None:
-    from agents.distribution import GeneralistGenerator
+    from agents.training.distribution import GeneralistGenerator
 
     kwargs, key = args
     inst = GeneralistGenerator(**kwargs).instance(key)
@@ -206,11 +206,11 @@ def top_starts(
     bounded: Sequence[int] = (),
     bound: int = 0,
 ) -> list[int]:
-    """The decision's starts for these scores (:func:`agents.inference.choose_starts`): ``k``
+    """The decision's starts for these scores (:func:`agents.decision.inference.choose_starts`): ``k``
     best, one per region first, then the first ``bound`` of ``bounded`` not among them (the
     machines by the bottleneck bound), then ``refine`` more in the region of the fastest of
     their plans (``times_s``); ``-inf`` scores are never taken."""
-    from agents.inference import choose_starts
+    from agents.decision.inference import choose_starts
 
     scores = np.asarray(scores, dtype=np.float64)
     ranked = [int(i) for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
@@ -241,13 +241,13 @@ class RankerSample(NamedTuple):
     mask: np.ndarray  # [M] allowed first-slot machines
     regions: list[str]
     times_s: np.ndarray
-    bounded: list[int]  # the allowed machines by the bottleneck bound (agents.start_bound)
+    bounded: list[int]  # the allowed machines by the bottleneck bound (agents.decision.start_bound)
 
 
 def ranker_sample(instance: Instance, labels: StartLabels, plan: bool = True, lookahead: bool = False) -> RankerSample:
     """The first observation of ``instance`` as the policy reads it, with its labels."""
-    from agents.inference import instance_env
-    from agents.start_bound import bound_ranked
+    from agents.decision.inference import instance_env
+    from agents.decision.start_bound import bound_ranked
 
     env = instance_env(instance, lookahead, plan=plan)
     obs, _ = env.reset(options={"instance": instance})
@@ -259,8 +259,8 @@ def ranker_sample(instance: Instance, labels: StartLabels, plan: bool = True, lo
 
 def start_scores(network: Any, sample_obs: dict[str, np.ndarray], mask: np.ndarray) -> Any:
     """``[M]`` scores of the first-slot machines (``-inf`` where forbidden), with gradients when
-    enabled: the network's first-slot logits (:func:`agents.inference.masked_logits`)."""
-    from agents.inference import masked_logits
+    enabled: the network's first-slot logits (:func:`agents.decision.inference.masked_logits`)."""
+    from agents.decision.inference import masked_logits
 
     return masked_logits(network, sample_obs, mask)[0]
 

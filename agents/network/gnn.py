@@ -22,11 +22,11 @@ attend with the layer at hand in mind) and that the policy head combines with ev
 embedding. The machines' own features (v1's 15 columns) include the links from the machine of
 the slot's predecessor and from the machine of the same layer in the previous replica, the
 witness completion's machine and its memory slack; the network adds :func:`share_room` (is
-there room for every later replica to copy this one?); with :class:`agents.shaping.StayLookahead`
-also the one-step lookahead (gain, fits) of every machine, with :class:`agents.plan.PlanHint` the
+there room for every later replica to copy this one?); with :class:`agents.training.shaping.StayLookahead`
+also the one-step lookahead (gain, fits) of every machine, with :class:`agents.decision.plan.PlanHint` the
 stage DP's plan for the slot (a machine column and a signal).
 
-Output: one embedding per machine for the per-machine pointer head of :mod:`agents.policy`,
+Output: one embedding per machine for the per-machine pointer head of :mod:`agents.network.policy`,
 the per-machine signals its priors read, and a pooled summary for the critic, flattened as
 ``[z (M x H) | mask | pred | ring | witness | gain | fits | stay_shared | plan (M each) | summary (G)]``.
 :func:`split_features` undoes it and infers ``M`` from the length, so **one network places any
@@ -47,8 +47,8 @@ from gymnasium import spaces
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
-from agents.plan import PLAN_KEY
-from agents.shaping import LOOKAHEAD_KEY
+from agents.decision.plan import PLAN_KEY
+from agents.training.shaping import LOOKAHEAD_KEY
 from hulk_env.env import GLOBAL_FEATURES, LAYER_FEATURES, LINK_FEATURES, MACHINE_FEATURES_V1
 from hulk_env.env.observation import CLIP
 
@@ -122,8 +122,8 @@ class Observation(NamedTuple):
     edge_mask: torch.Tensor  # [B, E] bool
     cursor: torch.Tensor  # [B] long
     globals_: torch.Tensor  # [B, G]
-    lookahead: torch.Tensor | None  # [B, M, 2] (agents.shaping: gain, fits), when the env adds it
-    plan: torch.Tensor | None  # [B, M] (agents.plan: 1 at the DP plan's machine for the slot), when the env adds it
+    lookahead: torch.Tensor | None  # [B, M, 2] (agents.training.shaping: gain, fits), when the env adds it
+    plan: torch.Tensor | None  # [B, M] (agents.decision.plan: 1 at the DP plan's machine for the slot), when the env adds it
     dag: EdgeList  # the layer DAG as flat slot indices (from edges, edge_mask)
     totals: Totals  # per-instance sums (from the static features)
 
@@ -153,7 +153,7 @@ def read_observation(obs: dict[str, torch.Tensor], static: Observation | None = 
 
     ``static``: an earlier observation of the same episode and batch size, whose per-instance
     parts (masks, neighbour lists, layer graph) are reused instead of converted again -- the
-    per-step fast path of :mod:`agents.inference`.
+    per-step fast path of :mod:`agents.decision.inference`.
     """
     n = obs["layer_features"].shape[1]
     if static is None:

@@ -1,7 +1,7 @@
 """The masked actor-critic policy: one score per machine (a pointer head) and a pooled critic.
 
 :class:`PlacementPolicy` extends ``sb3_contrib``'s ``MaskableActorCriticPolicy`` through its
-seams only: the features extractor is :class:`agents.gnn.PlacementGNN` (per-machine embeddings
+seams only: the features extractor is :class:`agents.network.gnn.PlacementGNN` (per-machine embeddings
 ``z_a``), ``_build_mlp_extractor`` installs a :class:`PointerHead`, ``_build`` makes the
 action net the identity (the head already returns the logits), and
 ``_get_action_dist_from_latent`` builds the masked categorical over however many machines the
@@ -9,12 +9,12 @@ observation has:
 
 * actor: ``logit_a = w . ReLU(W z_a + U s + b) + sum_k beta_k signal_k(a)`` for every machine
   ``a``, where ``s`` is the pooled summary holding the current slot's embedding and the
-  signals (:data:`agents.gnn.SIGNALS`) mark the machine of the slot's predecessor (``stay``),
+  signals (:data:`agents.network.gnn.SIGNALS`) mark the machine of the slot's predecessor (``stay``),
   the machine of the same layer in the previous replica (``ring``), the witness completion's
-  machine, the one-step lookahead's gain and fits (:mod:`agents.shaping`, when observed),
+  machine, the one-step lookahead's gain and fits (:mod:`agents.training.shaping`, when observed),
   ``stay`` where it leaves room for every later replica to copy the current one
-  (:func:`agents.gnn.share_room`: replicas that share machines pay no gradient sync), and the
-  stage DP plan's machine (:mod:`agents.plan`, when observed).
+  (:func:`agents.network.gnn.share_room`: replicas that share machines pay no gradient sync), and the
+  stage DP plan's machine (:mod:`agents.decision.plan`, when observed).
   The ``beta`` are learnable priors (initially :data:`PRIORS`): a pipeline stage is a run of
   layers on one machine and replicas often repeat each other's machines, so exploration starts
   from pipelines; the network learns the rest. Padded machines get ``-1e8``; the env's
@@ -39,10 +39,17 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.type_aliases import Schedule
 from torch import nn
 
-from agents.gnn import SIGNALS, MachineEmbeddings, Observation, PlacementGNN, mlp, split_features
+from agents.network.gnn import (
+    SIGNALS,
+    MachineEmbeddings,
+    Observation,
+    PlacementGNN,
+    mlp,
+    split_features,
+)
 
 _PADDED_LOGIT = -1e8
-# Initial weights of the per-machine signals (agents.gnn.SIGNALS) in the logits: the
+# Initial weights of the per-machine signals (agents.network.gnn.SIGNALS) in the logits: the
 # predecessor's machine, the previous replica's machine for this layer, the witness's machine,
 # the lookahead gain, the lookahead fits, the predecessor's machine where the later replicas'
 # copies still fit (staying there starts at 1 + 2, as the plain stay prior of 3 did before), the
@@ -97,7 +104,7 @@ class PlacementPolicy(MaskableActorCriticPolicy):
         observation_space: the env's ``Dict`` observation space.
         action_space: ``Discrete(max_machines)``.
         lr_schedule: learning-rate schedule (SB3).
-        hidden_dim, machine_rounds, layer_rounds, heads: :class:`agents.gnn.PlacementGNN`.
+        hidden_dim, machine_rounds, layer_rounds, heads: :class:`agents.network.gnn.PlacementGNN`.
         optimizer_kwargs: passed to Adam (``None``: SB3's ``eps=1e-5``).
     """
 
@@ -166,7 +173,7 @@ class PlacementPolicy(MaskableActorCriticPolicy):
 
     def observation_logits(self, obs: Observation) -> torch.Tensor:
         """Same as :meth:`action_logits` for an already-read observation (no flattening; the
-        inference fast path, :func:`agents.gnn.read_observation` with ``static``)."""
+        inference fast path, :func:`agents.network.gnn.read_observation` with ``static``)."""
         return self.mlp_extractor.logits(self.features_extractor.embed(obs))
 
 

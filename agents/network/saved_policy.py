@@ -9,9 +9,9 @@ A policy is a directory with two files, written by :func:`save_policy`:
   ``torch.save`` and read back with ``torch.load(weights_only=True)``, which unpickles
   tensors and plain containers only (no classes, no code). The SHA-256 in the JSON must match;
 * optionally ``start_ranker/``, a saved policy of the same kind whose first-slot logits rank the
-  greedy decision's start machines (:mod:`agents.start_ranker`), loaded with the policy.
+  greedy decision's start machines (:mod:`agents.decision.start_ranker`), loaded with the policy.
 
-The network is rebuilt from the JSON by :func:`agents.policy.policy_class_and_kwargs` and the
+The network is rebuilt from the JSON by :func:`agents.network.policy.policy_class_and_kwargs` and the
 Placement-v1 observation space of the recorded padding (it only sizes SB3's bookkeeping). SB3's
 own ``model.save`` zip is not used: its ``data`` entry is cloudpickled and runs code on load.
 
@@ -19,9 +19,9 @@ A training run directory holds ``policy/`` (the final weights) and ``best_policy
 deterministic evaluation during training); :func:`load_policy` takes ``best_policy/`` when it
 exists (``which="best"``), or the one asked for.
 
-The recorded padding is the training run's; the network is size-agnostic (:mod:`agents.gnn`),
+The recorded padding is the training run's; the network is size-agnostic (:mod:`agents.network.gnn`),
 so a loaded policy places instances of **any** number of machines, layers and replicas
-(:mod:`agents.inference` builds the env at the instance's own size).
+(:mod:`agents.decision.inference` builds the env at the instance's own size).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from agents.files import atomic_torch_save, safe_torch_load
-from agents.runs import BEST_POLICY_DIR, FINAL_POLICY_DIR
+from agents.network.files import atomic_torch_save, safe_torch_load
+from agents.training.runs import BEST_POLICY_DIR, FINAL_POLICY_DIR
 from hulk_env.errors import HulkInputError
 from hulk_env.feasibility import Padding
 from hulk_env.files import atomic_write_text
@@ -44,7 +44,7 @@ POLICY_FORMAT = "hulk-policy/1"
 ENV_ID_V0 = "hulk/Placement-v0"  # policies of the dense observation (Placement-v0, [M, M] link matrices): refused with a clear line
 POLICY_JSON = "policy.json"
 WEIGHTS_FILE = "weights.pt"
-RANKER_DIR = "start_ranker"  # an optional start ranker inside a policy directory (agents.start_ranker)
+RANKER_DIR = "start_ranker"  # an optional start ranker inside a policy directory (agents.decision.start_ranker)
 
 
 # ------------------------------------------------------------------------------ save / load
@@ -109,7 +109,7 @@ class LoadedPolicy(NamedTuple):
         padding: the observation padding it was trained with.
         meta: the parsed ``policy.json``.
         directory: where it was loaded from.
-        ranker: the start ranker saved beside it (``start_ranker/``, :mod:`agents.start_ranker`:
+        ranker: the start ranker saved beside it (``start_ranker/``, :mod:`agents.decision.start_ranker`:
             a network of the same architecture whose first-slot logits rank the greedy
             decision's start machines), or ``None``.
     """
@@ -140,11 +140,11 @@ def _read_meta(directory: Path) -> dict[str, Any]:
 
 def policy_observation_space(padding: Padding, lookahead: bool, plan: bool = False) -> Any:
     """The observation space a policy sees: Placement-v1's, plus ``lookahead`` and ``plan``
-    (:mod:`agents.shaping`, :mod:`agents.plan`) when used."""
+    (:mod:`agents.training.shaping`, :mod:`agents.decision.plan`) when used."""
     from gymnasium import spaces
 
-    from agents.plan import PLAN_KEY, plan_space
-    from agents.shaping import LOOKAHEAD_KEY, lookahead_space
+    from agents.decision.plan import PLAN_KEY, plan_space
+    from agents.training.shaping import LOOKAHEAD_KEY, lookahead_space
     from hulk_env.env.observation_v1 import DEFAULT_NEIGHBOURS, observation_space_v1
 
     space = observation_space_v1(padding.max_machines, padding.max_layers, padding.max_edges, DEFAULT_NEIGHBOURS)
@@ -160,7 +160,7 @@ def build_policy_network(policy_config: dict[str, Any], padding: Padding, lookah
     """A fresh (untrained) policy network for a policy config, padding and observation."""
     from gymnasium import spaces
 
-    from agents.policy import policy_class_and_kwargs
+    from agents.network.policy import policy_class_and_kwargs
 
     cfg = dict(policy_config)
     try:
@@ -218,10 +218,10 @@ def load_policy(path: str | Path, which: str = "best") -> LoadedPolicy:
 
 
 # Weights whose input columns end with the env's ``globals`` and then the network's own
-# instance features (agents.gnn: the current slot's Linear; the pointer head's context and
+# instance features (agents.network.gnn: the current slot's Linear; the pointer head's context and
 # critic read the pooled summary, which ends the same way).
 GLOBALS_READERS = ("current.weight", "mlp_extractor.context.weight", "mlp_extractor.critic.0.0.weight")
-TRAILING_COLUMNS = 2  # agents.gnn's instance features after the globals (log2 D / 3, memory need / memory)
+TRAILING_COLUMNS = 2  # agents.network.gnn's instance features after the globals (log2 D / 3, memory need / memory)
 LEGACY_GLOBALS = 5  # globals before the plan settings joined them (progress ... stash)
 
 
@@ -259,7 +259,7 @@ def _load_ranker(directory: Path) -> Any:
 
 def lookahead_of(meta: dict[str, Any]) -> bool | str:
     """Whether a saved policy reads the ``lookahead`` observation: ``False``, ``True`` (the
-    stay completion) or the name of its completion rule (:data:`agents.shaping.COMPLETIONS`)."""
+    stay completion) or the name of its completion rule (:data:`agents.training.shaping.COMPLETIONS`)."""
     observation = meta.get("observation", {})
     value = observation.get("lookahead", False) if isinstance(observation, dict) else False
     if isinstance(value, str):
@@ -268,7 +268,7 @@ def lookahead_of(meta: dict[str, Any]) -> bool | str:
 
 
 def plan_of(meta: dict[str, Any]) -> bool:
-    """Whether a saved policy reads the ``plan`` observation (:mod:`agents.plan`)."""
+    """Whether a saved policy reads the ``plan`` observation (:mod:`agents.decision.plan`)."""
     return _reads(meta, "plan")
 
 

@@ -27,7 +27,7 @@ import yaml
 from hulk_env.errors import HulkInputError
 from hulk_env.files import atomic_write_text
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"  # package data: found in any install
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # package data: found in any install
 
 
 @dataclass
@@ -38,7 +38,7 @@ class EnvConfig:
         generator: where training instances come from: ``fixed`` (one cluster x one model),
             ``suite`` (the first ``suite_instances`` of a benchmark suite), ``toy``,
             ``random`` (a fresh instance from :mod:`hulk_env.generators` every episode) or
-            ``generalist`` (:class:`agents.distribution.GeneralistGenerator`: 4-128 machines over
+            ``generalist`` (:class:`agents.training.distribution.GeneralistGenerator`: 4-128 machines over
             the training cities, built-in models 125M-176B, 1-4 replicas, memory-tight cases).
         cluster: ``fixed``: a built-in cluster name (``default``), a paper data directory or a
             YAML/JSON file.
@@ -55,17 +55,17 @@ class EnvConfig:
         max_layers: (replica x layer) slot padding (``0`` = the largest instance's).
         max_edges: layer-graph edge padding (``0`` = the largest instance's).
         reward: ``terminal``, ``dense`` (the env's potential-based shaping) or ``stay``
-            (:class:`agents.shaping.StayLookahead`); all three have the same episode return.
+            (:class:`agents.training.shaping.StayLookahead`); all three have the same episode return.
             ``cost`` (the log dollar saving per iteration over naive) or ``mixed`` (its mean
             with the log speed-up): :mod:`hulk_env.rewards`; validation scores the same objective.
         invalid_action: ``fallback`` or ``penalty`` (never reached with masking).
-        lookahead: add the one-step lookahead observation of :mod:`agents.shaping` (the
+        lookahead: add the one-step lookahead observation of :mod:`agents.training.shaping` (the
             shaped reward of every action, from one batched cost-model call per step).
         completion: how the lookahead and the stay shaping complete a partial placement
-            (:mod:`agents.shaping`): ``stay`` (the open replica's rest on its last machine, the
+            (:mod:`agents.training.shaping`): ``stay`` (the open replica's rest on its last machine, the
             replicas opened so far) or ``pipeline`` (stay or follow the previous replica; later
             replicas copy the open one; the witness's re-plan where none fits in memory).
-        plan: add the stage DP's plan from the policy's start machine (:mod:`agents.plan`).
+        plan: add the stage DP's plan from the policy's start machine (:mod:`agents.decision.plan`).
         plan_settings: ``random``: draw plan settings per instance (tensor parallel, ZeRO,
             DiLoCo: :func:`hulk_env.generators.random_geo.draw_plan_settings`), so the policy
             trains on the settings it observes; off keeps the draws of earlier runs.
@@ -98,7 +98,7 @@ class EnvConfig:
 
 @dataclass
 class ImitationConfig:
-    """Warm start by behaviour cloning before PPO (:mod:`agents.imitation`).
+    """Warm start by behaviour cloning before PPO (:mod:`agents.training.imitation`).
 
     Attributes:
         demonstrations: training instances to demonstrate (``0`` = no imitation, PPO from
@@ -107,7 +107,7 @@ class ImitationConfig:
         polish_budget: also run ``anneal`` with this budget per instance (``0`` = not).
         epochs: behaviour-cloning passes over the demonstrations (and after each DAgger round).
         dagger_rounds: rounds of DAgger after cloning: the policy's own greedy episodes on the
-            demonstrated instances, every state labelled by :func:`agents.imitation.expert_action`,
+            demonstrated instances, every state labelled by :func:`agents.training.imitation.expert_action`,
             added to the data, then ``epochs`` more passes.
         learning_rate: Adam's step size (cosine-decayed to 10%).
         batch_steps: slots per Adam step.
@@ -153,13 +153,13 @@ class PolicyConfig:
     """The network.
 
     Attributes:
-        extractor: ``gnn`` (the graph network of :mod:`agents.gnn`) or ``mlp`` (SB3's default
+        extractor: ``gnn`` (the graph network of :mod:`agents.network.gnn`) or ``mlp`` (SB3's default
             ``MultiInputPolicy`` extractor, for comparisons).
         hidden_dim: embedding width of machines and layers.
         machine_rounds: message-passing rounds over the machine graph.
         layer_rounds: message-passing rounds over the layer DAG.
         heads: attention heads relating the current layer to the machines.
-        gain_prior: initial weight of the lookahead gain in the logits (:data:`agents.policy.PRIORS`;
+        gain_prior: initial weight of the lookahead gain in the logits (:data:`agents.network.policy.PRIORS`;
             learnable, so it only sets where PPO starts; saved weights carry their own).
     """
 
@@ -210,7 +210,7 @@ class EvalConfig:
 
     Attributes:
         eval_every: steps between evaluations on the held-out instances (``0`` = never); the
-            best one is kept as ``best_policy/`` (:class:`agents.train.Validation`).
+            best one is kept as ``best_policy/`` (:class:`agents.training.train.Validation`).
         n_eval_episodes: held-out instances per evaluation (greedy rollouts at each
             instance's own size; the first ``n``).
         heldout_instances: held-out instances for a suite run (the single-instance run evaluates
@@ -395,7 +395,7 @@ def validate_config(
     """Check every setting's range, type and name (:class:`hulk_env.validation.schemas.RunConfigSchema`).
 
     Runs before anything is created for a run. Names are checked against what exists: suites,
-    cities, and -- when ``methods`` is given (``agents.train`` gives every baseline and agent
+    cities, and -- when ``methods`` is given (``agents.training.train`` gives every baseline and agent
     method) -- ``eval.baselines``. A bad value set by an override is reported at ``--set``, one
     from the file at ``source``.
 

@@ -7,12 +7,12 @@ Three steps, each a plain function:
    ``compute-greedy``; optionally ``anneal`` polishing them with a small budget). Which one
    wins depends on the instance: chain splits on wide clusters, the fastest machines when the
    model fits on few, spectral clusters when cities are far apart. For a policy that reads the
-   DP plan (:mod:`agents.plan`), :func:`with_plan` swaps in the plan from the demonstration's
+   DP plan (:mod:`agents.decision.plan`), :func:`with_plan` swaps in the plan from the demonstration's
    start machine when that is faster: the policy learns to follow the plan where it is the
    best it knows of, and where to leave it.
 2. :func:`replay` -- the demonstration played through the placement env, slot by slot
    (replica-major, as the env asks), recording what the policy would see: the observation
-   (with the one-step lookahead of :mod:`agents.shaping`), the action mask, the demonstrated
+   (with the one-step lookahead of :mod:`agents.training.shaping`), the action mask, the demonstrated
    machine and the return-to-go under the training reward (the stay shaping, so the critic
    starts from the values PPO will see). The env is built at the instance's own size: the
    network is size-agnostic, so no padding. Where the mask refuses a demonstrated machine
@@ -27,7 +27,7 @@ Three steps, each a plain function:
    static tensors broadcast), gradients accumulated over episodes up to ``batch_steps`` slots
    per Adam step. The ``imitation`` package is not used: it pins an old gymnasium and SB3.
 
-After it, masked PPO fine-tunes the same network (:mod:`agents.train`).
+After it, masked PPO fine-tunes the same network (:mod:`agents.training.train`).
 """
 
 from __future__ import annotations
@@ -113,9 +113,9 @@ def demonstrate(
 
 
 def with_plan(demo: Demonstration) -> Demonstration:
-    """``demo``, or the DP plan from its start machine (:func:`agents.plan.better_of_plan`)
+    """``demo``, or the DP plan from its start machine (:func:`agents.decision.plan.better_of_plan`)
     when that is faster; the method then reads ``"<method>+plan"``."""
-    from agents.plan import better_of_plan
+    from agents.decision.plan import better_of_plan
 
     placement, time_s, planned = better_of_plan(demo.instance, demo.placement, demo.iteration_time_s)
     if not planned:
@@ -273,7 +273,7 @@ def aggregate(
     """DAgger (Ross et al. 2011): the policy's own greedy episode on ``demo.instance``, every
     state it visits labelled with :func:`expert_action` -- what to do from where the policy's
     mistakes led, which behaviour cloning of the demonstration alone never shows. When the env
-    shows the DP plan (:mod:`agents.plan`), the plan from the policy's own start machine is an
+    shows the DP plan (:mod:`agents.decision.plan`), the plan from the policy's own start machine is an
     alternative completion, so a label never sends the policy back to the demonstration where
     following the plan it sees is faster.
 
@@ -282,8 +282,8 @@ def aggregate(
     rollout. ``temperature``: the policy's moves are drawn from ``softmax(logits / temperature)``
     (``generator``: a ``torch.Generator``) instead of its argmax, to visit more of its near-miss
     states; the labels are the expert's either way."""
-    from agents.inference import masked_logits
-    from agents.plan import PLAN_KEY, plan_from
+    from agents.decision.inference import masked_logits
+    from agents.decision.plan import PLAN_KEY, plan_from
 
     placed = np.full(demo.placement.size, -1, dtype=np.int64)
     static: list[Any] = [None]
@@ -312,12 +312,12 @@ def aggregate(
 def decision_demonstration(loaded: Any, instance: Instance, polish_budget: int = 0, seed: int = 0) -> Demonstration | None:
     """The policy's full decision on ``instance`` as the teacher (expert iteration: the network
     proposes starts, the stage DP turns them into plans, the cost model keeps the fastest --
-    :func:`agents.inference.policy_placement` -- and the network then imitates that placement,
+    :func:`agents.decision.inference.policy_placement` -- and the network then imitates that placement,
     Anthony et al. 2017 "Thinking Fast and Slow"; AlphaZero's policy improvement). With
     ``polish_budget > 0`` the decision is polished by ``anneal`` from it (that many cost
-    evaluations) and kept when faster. ``loaded``: a :class:`agents.saved_policy.LoadedPolicy`.
+    evaluations) and kept when faster. ``loaded``: a :class:`agents.network.saved_policy.LoadedPolicy`.
     ``None`` when the decision places nothing."""
-    from agents.inference import policy_placement
+    from agents.decision.inference import policy_placement
 
     started = time.perf_counter()
     with cost.count_evals() as counter:
@@ -418,7 +418,7 @@ def behaviour_cloning(
     settings: BCSettings = BCSettings(),
     on_epoch: Callable[[BCEpoch], bool | None] | None = None,
 ) -> BCResult:
-    """Train ``policy`` (a :class:`agents.policy.PlacementPolicy`) to imitate ``episodes``.
+    """Train ``policy`` (a :class:`agents.network.policy.PlacementPolicy`) to imitate ``episodes``.
 
     Args:
         policy: trained in place (train mode during, eval mode after).

@@ -1,6 +1,6 @@
 """Run directories: their layout, creating and locking one, resuming, and run metadata.
 
-A training run lives in one directory (see :mod:`agents.train` for every file in it); this
+A training run lives in one directory (see :mod:`agents.training.train` for every file in it); this
 module names the parts other modules look up (``config.yaml``, ``policy/``, ``best_policy/``).
 A directory is created atomically and exclusively (:func:`create_run_dir`: built under a
 staging name, renamed into place), and while a process trains in it that process holds its
@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from agents.config import RunConfig, config_from_dict, read_config_file, validate_config
+from agents.training.config import RunConfig, config_from_dict, read_config_file, validate_config
 from hulk_env.errors import HulkInputError
 from hulk_env.files import atomic_write_bytes, atomic_write_text
 
@@ -36,7 +36,7 @@ FINAL_POLICY_DIR = "policy"
 BEST_POLICY_DIR = "best_policy"
 EVALUATIONS_CSV = "eval/evaluations.csv"
 TENSORBOARD_DIR = "tb"
-SOURCE_DIR = Path(__file__).resolve().parents[1]  # the checkout, when installed editable
+SOURCE_DIR = Path(__file__).resolve().parents[2]  # the checkout, when installed editable
 
 # Distributions whose versions a training run records (keys: their import names).
 AGENT_PACKAGES = (
@@ -242,7 +242,7 @@ def clean_for_resume(run_dir: Path, checkpoint_timesteps: int | None) -> None:
         for part in (TENSORBOARD_DIR, BEST_POLICY_DIR):
             shutil.rmtree(Path(run_dir) / part, ignore_errors=True)
     else:
-        from agents.tb_curves import EVENT_GLOB
+        from agents.training.tb_curves import EVENT_GLOB
 
         for events in sorted((Path(run_dir) / TENSORBOARD_DIR).rglob(EVENT_GLOB)):
             if events.is_file():

@@ -1,6 +1,6 @@
 """Where a run's instances come from: the training generator, the held-out set, the padding.
 
-Everything here follows from a :class:`agents.config.RunConfig` alone, so training, the final
+Everything here follows from a :class:`agents.training.config.RunConfig` alone, so training, the final
 comparison and the experiments rebuild the same instances from a run's ``config.yaml``.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.config import RunConfig
+from agents.training.config import RunConfig
 from hulk_env.errors import HulkInputError
 from hulk_env.evaluation import load_suite
 from hulk_env.feasibility import Padding
@@ -65,7 +65,7 @@ def training_source(config: RunConfig) -> tuple[Any, list[Instance]]:
 
 def generalist_generator(config: RunConfig) -> Any:
     """The ``generalist`` training distribution with the config's city pool and machine range."""
-    from agents.distribution import GeneralistGenerator
+    from agents.training.distribution import GeneralistGenerator
 
     kwargs: dict[str, Any] = {"cities": tuple(config.env.cities)}
     if config.env.machines:
@@ -80,7 +80,7 @@ def generalist_generator(config: RunConfig) -> Any:
 def padding_for(config: RunConfig, generator: Any, heldout: list[Instance]) -> Padding:
     """The training envs' observation padding: the config's, else the generator's largest
     instance (PPO's rollout buffer needs one shape). The held-out instances need not fit: the
-    policy network runs at any size (:mod:`agents.inference`)."""
+    policy network runs at any size (:mod:`agents.decision.inference`)."""
     del heldout
     needed = Padding(generator.max_machines, generator.max_slots, max(1, generator.max_edges))
     env = config.env

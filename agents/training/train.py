@@ -1,15 +1,15 @@
 """Train the placement policy with masked PPO: ``train(config) -> run directory``.
 
 Reads top to bottom (CleanRL style): config (every setting checked) -> seeds -> instances ->
-run directory (created atomically, locked: :mod:`agents.runs`) -> envs -> model -> callbacks ->
+run directory (created atomically, locked: :mod:`agents.training.runs`) -> envs -> model -> callbacks ->
 learn -> save. A bad setting, cluster or model stops the run before its directory exists. Everything a run writes lives in its directory::
 
     RUN_DIR/
       config.yaml        the resolved RunConfig (re-read by --resume)
-      versions.json      Python, package versions, git commit (agents.runs.run_metadata)
+      versions.json      Python, package versions, git commit (agents.training.runs.run_metadata)
       env_spec.json      env id, constructor arguments, padding, instance ids, spaces
       checkpoint.pt      latest training state (weights-only torch file, written atomically)
-      policy/            final policy: policy.json + weights.pt (see agents.saved_policy)
+      policy/            final policy: policy.json + weights.pt (see agents.network.saved_policy)
       best_policy/       best evaluation on the held-out instances so far (same format)
       bc_policy/         the policy right after behaviour cloning (with imitation only)
       eval/evaluations.csv   held-out evaluations over time (step 0: after imitation)
@@ -18,7 +18,7 @@ learn -> save. A bad setting, cluster or model stops the run before its director
       tb/                TensorBoard logs (SB3 scalars + placement/* metrics)
 
 With ``imitation.demonstrations > 0`` the network is first trained by behaviour cloning
-(:mod:`agents.imitation`) on demonstrations of the strongest fast baselines on instances of the
+(:mod:`agents.training.imitation`) on demonstrations of the strongest fast baselines on instances of the
 training generator, then fine-tuned by masked PPO. The held-out instances (``env.heldout_suite``,
 e.g. ``val-v0``: neither training nor test instances) are placed greedily at their own size
 every ``eval.eval_every`` steps and after imitation; the best evaluation is ``best_policy/``.
@@ -54,7 +54,11 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents.config import (
+from agents.decision.plan import PlanHint
+from agents.network.files import atomic_torch_save, safe_torch_load
+from agents.network.policy import policy_class_and_kwargs
+from agents.network.saved_policy import policy_observation_space, save_policy
+from agents.training.config import (
     RunConfig,
     TrainSettings,
     config_from_dict,
@@ -62,10 +66,7 @@ from agents.config import (
     lookahead_mode,
     validate_config,
 )
-from agents.files import atomic_torch_save, safe_torch_load
-from agents.plan import PlanHint
-from agents.policy import policy_class_and_kwargs
-from agents.runs import (
+from agents.training.runs import (
     BEST_POLICY_DIR,
     CONFIG_FILE,
     EVALUATIONS_CSV,
@@ -78,9 +79,8 @@ from agents.runs import (
     read_run_config,
     run_metadata,
 )
-from agents.saved_policy import policy_observation_space, save_policy
-from agents.shaping import StayLookahead
-from agents.sources import padding_for, training_source
+from agents.training.shaping import StayLookahead
+from agents.training.sources import padding_for, training_source
 from hulk_env import cost
 from hulk_env.env import ENV_ID_V1, PlacementEnvV1
 from hulk_env.errors import HulkInputError
@@ -114,7 +114,7 @@ DOLLAR_REWARDS = ("cost", "mixed")  # scored in dollars too (hulk_env.rewards.Co
 
 def make_env(generator: Any, padding: Padding, config: RunConfig) -> gym.Env:
     """One training env: ``hulk/Placement-v1`` at the training padding, stay shaping and
-    lookahead (:mod:`agents.shaping`), the DP plan (:mod:`agents.plan`), placement metrics, SB3's
+    lookahead (:mod:`agents.training.shaping`), the DP plan (:mod:`agents.decision.plan`), placement metrics, SB3's
     Monitor (no file)."""
     reward = config.env.reward
     if reward not in REWARDS:
@@ -272,7 +272,7 @@ class TimeLimit(BaseCallback):
 
 class Validation(BaseCallback):
     """Greedy placements of the held-out instances, each at its own size, every ``every`` steps
-    (the decision that ships, :func:`agents.inference.policy_placement`: with the plan, the
+    (the decision that ships, :func:`agents.decision.inference.policy_placement`: with the plan, the
     fastest of the best start's rollout, its plan and the naive placement).
 
     The score is the mean over instances of the objective being trained (:func:`objective`:
@@ -284,7 +284,7 @@ class Validation(BaseCallback):
     ``eval/evaluations.csv`` (``mean_reward``: the score; ``mean_speedup``: the geometric-mean
     speed-up of the chosen candidates) and ``eval/mean_reward``, ``eval/mean_speedup_vs_naive``
     in TensorBoard; a new best is saved as ``best_policy/``; then ``on_eval(timesteps,
-    exp(score))`` is told (e.g. a Ray Tune trial, :mod:`agents.tune`): the geometric-mean
+    exp(score))`` is told (e.g. a Ray Tune trial, :mod:`agents.training.tune`): the geometric-mean
     speed-up under the speed rewards, the objective's factor under ``cost`` and ``mixed``.
 
     Args:
@@ -321,7 +321,7 @@ class Validation(BaseCallback):
 
     def evaluate(self, policy: Any, timesteps: int) -> float:
         """Place every held-out instance greedily; record, keep the best, tell; the mean reward."""
-        from agents.inference import START_CANDIDATES, sampled_rollouts
+        from agents.decision.inference import START_CANDIDATES, sampled_rollouts
 
         rewards, speedups = [], []
         training = policy.training
@@ -375,7 +375,7 @@ def objective(reward: str, time_s: float, reference_time_s: float, usd: float | 
 
 
 def candidate_score(reward: str, instance: Instance, candidate: Any, reference_time_s: float, reference_usd: float | None) -> float:
-    """:func:`objective` of a candidate placement (:class:`agents.inference.Rollout`), its
+    """:func:`objective` of a candidate placement (:class:`agents.decision.inference.Rollout`), its
     dollars priced as the env prices them (:func:`hulk_env.money.dollars`, imputed list prices)
     from its iteration time (no further cost-model call)."""
     usd = None
@@ -412,9 +412,10 @@ IMITATION_JSON = "eval/imitation.json"  # the demonstrations: how many, replayed
 
 def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding, run_dir: Path) -> Any:
     """Behaviour cloning of ``policy`` (in place) on demonstrations of the training generator's
-    instances (:mod:`agents.imitation`); writes ``eval/imitation.csv`` and ``bc_policy/``.
-    Returns the :class:`agents.imitation.BCResult`."""
-    from agents.imitation import (
+    instances (:mod:`agents.training.imitation`); writes ``eval/imitation.csv`` and ``bc_policy/``.
+    Returns the :class:`agents.training.imitation.BCResult`."""
+    from agents.decision.inference import instance_env
+    from agents.training.imitation import (
         BCSettings,
         aggregate,
         behaviour_cloning,
@@ -422,7 +423,6 @@ def warm_start(policy: Any, config: RunConfig, generator: Any, padding: Padding,
         replay,
         with_plan,
     )
-    from agents.inference import instance_env
 
     im, tc = config.imitation, config.train
     log = print  # minutes of work before PPO's progress bar: say where it is
@@ -499,10 +499,10 @@ def env_spec(config: RunConfig, padding: Padding, generator: Any, heldout: list[
         "entry_point": "hulk_env.env:PlacementEnvV1",
         "kwargs": kwargs,
         "wrappers": [
-            f"agents.shaping.StayLookahead(shape={config.env.reward == 'stay'}, lookahead={config.env.lookahead}, "
+            f"agents.training.shaping.StayLookahead(shape={config.env.reward == 'stay'}, lookahead={config.env.lookahead}, "
             f"completion='{config.env.completion}')",
-            *(["agents.plan.PlanHint"] if config.env.plan else []),
-            "agents.train.PlacementMetrics", "stable_baselines3.common.monitor.Monitor",
+            *(["agents.decision.plan.PlanHint"] if config.env.plan else []),
+            "agents.training.train.PlacementMetrics", "stable_baselines3.common.monitor.Monitor",
         ],
         "training_instances": training_ids,
         "heldout_instances": [i.instance_id for i in heldout],
@@ -632,7 +632,7 @@ def _train_in(
 
 def all_method_names() -> list[str]:
     """Every placement method ``eval.baselines`` may name: the baselines and the agent's."""
-    from agents.methods import AGENT_METHODS
+    from agents.decision.methods import AGENT_METHODS
     from hulk_env.baselines import method_names
 
     return [*method_names(), *AGENT_METHODS]

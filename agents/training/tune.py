@@ -1,7 +1,7 @@
 """Hyper-parameter sweeps of the agent on Ray Tune: ``tune(TuneSettings) -> SweepResult``.
 
-A sweep samples the agent's config (:class:`agents.config.RunConfig`) from a search space of
-dotted keys, the ones ``--set`` takes, trains one run per trial with :func:`agents.train.train`
+A sweep samples the agent's config (:class:`agents.training.config.RunConfig`) from a search space of
+dotted keys, the ones ``--set`` takes, trains one run per trial with :func:`agents.training.train.train`
 and stops the weaker trials early with ASHA on the validation score that training reports
 at every evaluation: ``exp`` of ``eval/evaluations.csv``'s ``mean_reward``, the geometric-mean
 factor over the naive placement on the run's held-out validation instances of the objective
@@ -46,8 +46,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.config import RunConfig, TrainSettings, apply_overrides, config_from_dict, save_config
-from agents.runs import FINAL_POLICY_DIR, read_run_config
+from agents.training.config import (
+    RunConfig,
+    TrainSettings,
+    apply_overrides,
+    config_from_dict,
+    save_config,
+)
+from agents.training.runs import FINAL_POLICY_DIR, read_run_config
 from hulk_env.errors import HulkInputError
 from hulk_env.evaluation import write_csv
 from hulk_env.evaluation.distributed import import_ray, ray_session
@@ -276,7 +282,7 @@ def run_trial(params: Mapping[str, Any], *, base: dict, trials_dir: str, cwd: st
     report the validation speed-up after every evaluation."""
     from ray import tune
 
-    from agents.train import train
+    from agents.training.train import train
 
     if os.path.isdir(cwd):  # relative paths in the config mean the caller's directory
         os.chdir(cwd)

@@ -60,7 +60,7 @@ GLOBAL_FEATURES = (
     "stash",  # micro-batches the current replica stashes now / num_micro_batches
     # The plan settings (hulk_env.parallelism), fixed per instance; every one is 0 at the
     # defaults (no tensor parallel, ZeRO 0, every-step sync), so default instances observe
-    # what they did before these columns existed (and older policies load: agents.saved_policy).
+    # what they did before these columns existed (and older policies load: agents.network.saved_policy).
     "tensor_parallel_on",  # 1 when machines are modelled GPU by GPU (tensor_parallel >= 1)
     "tensor_parallel_log",  # clip(log2(tensor_parallel) / 4, 0, 1.5): t = 1 -> 0, 16 -> 1; 0 when off
     "micro_batch_log",  # clip(log2(micro_batch_size) / 4, 0, 1.5) with tensor parallel on (the groups split it), else 0

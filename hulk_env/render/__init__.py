@@ -14,7 +14,7 @@ matplotlib is imported lazily, always with the non-interactive Agg backend, so
 * :mod:`.leaderboard` -- :func:`leaderboard_figure`: geometric-mean speed-up over naive per
   method, with per-instance dots; :func:`speedup_bars_figure` per instance and method;
 * :mod:`.curves` -- :func:`curves_figure`: learning curves from :class:`Curve` lists
-  (:func:`read_csv_curves` reads CSV logs; TensorBoard logs: :mod:`agents.tb_curves`);
+  (:func:`read_csv_curves` reads CSV logs; TensorBoard logs: :mod:`agents.training.tb_curves`);
 * :mod:`.common` -- pyplot, files and pixels, line widths and labels.
 
 Bytes per link and the WAN share come from :mod:`hulk_env.traffic` (re-exported here).

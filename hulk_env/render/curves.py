@@ -1,6 +1,6 @@
 """Learning curves: scalar series (:class:`Curve`) read from CSV logs, smoothed and plotted.
 
-TensorBoard event files are the agent's business: :mod:`agents.tb_curves` reads them (and whole
+TensorBoard event files are the agent's business: :mod:`agents.training.tb_curves` reads them (and whole
 run directories) into the same :class:`Curve` lists.
 """
 
@@ -98,7 +98,7 @@ def curves_figure(
 
     Args:
         runs: ``{label: curves}``, e.g. ``{"gnn": read_csv_curves("gnn.csv")}`` (a training
-            run's TensorBoard logs: :func:`agents.tb_curves.read_curves`).
+            run's TensorBoard logs: :func:`agents.training.tb_curves.read_curves`).
         tags: the tags to plot (default: those of :data:`DEFAULT_CURVE_TAGS` that any run has,
             else the first four tags).
         smoothing: EMA weight (0 = raw only).

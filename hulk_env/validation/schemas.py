@@ -7,7 +7,7 @@ Models (every one ``extra="forbid"``, so a misspelt key is an error that suggest
   top-level training keys are built from the ``TransformerConfig`` fields the loader passes, so
   a field added there is accepted here with default bounds;
 * :class:`PolicyFile` -- a saved policy's ``policy.json``;
-* :class:`RunConfigSchema` -- the agent's resolved run config (``agents.config.RunConfig``).
+* :class:`RunConfigSchema` -- the agent's resolved run config (``agents.training.config.RunConfig``).
 
 Every number is parsed by one rule (:func:`Number`, built on
 :func:`hulk_env.validation.numbers.parse_number_value`) and each bound names its limit in
@@ -396,7 +396,7 @@ class PolicyArchitecture(Strict):
     machine_rounds: Number(0, limits.MAX_ROUNDS, integer=True, limit_high="MAX_ROUNDS")
     layer_rounds: Number(0, limits.MAX_ROUNDS, integer=True, limit_high="MAX_ROUNDS")
     heads: Number(1, limits.MAX_HEADS, integer=True, limit_high="MAX_HEADS")
-    gain_prior: Number(0, 1000) = 3.0  # initial logit weight of the lookahead gain (agents.policy)
+    gain_prior: Number(0, 1000) = 3.0  # initial logit weight of the lookahead gain (agents.network.policy)
 
     @model_validator(mode="after")
     def _heads_divide(self) -> PolicyArchitecture:
@@ -507,7 +507,7 @@ class EnvSection(Strict):
     reward: _choice(("terminal", "dense", "stay", "cost", "mixed"))
     invalid_action: _choice(("fallback", "penalty"))
     lookahead: Bool
-    completion: _choice(("stay", "pipeline"))  # the lookahead's and shaping's completion (agents.shaping)
+    completion: _choice(("stay", "pipeline"))  # the lookahead's and shaping's completion (agents.training.shaping)
     plan: Bool
     plan_settings: Bool  # random generator: draw plan settings per instance
     cities: list[Name]
