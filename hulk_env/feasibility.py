@@ -34,9 +34,10 @@ from typing import NamedTuple
 import numpy as np
 
 from hulk_env import moe
+from hulk_env.cluster import Cluster
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
-from hulk_env.parallelism import state_lower_bytes
+from hulk_env.parallelism import plan_active, group_share, slot_state_bytes, state_lower_bytes
 from hulk_env.units import GB
 from hulk_env.workload import RECOMPUTE_MODES, Workload, apply_overrides
 
@@ -55,6 +56,45 @@ def layer_memory_bytes(problem: Instance | Workload, stash_micro_batches: int) -
     """``[L]`` bytes each layer of one replica needs with ``stash_micro_batches`` stashed."""
     w = _workload(problem)
     return state_lower_bytes(w) + stash_micro_batches * w.stash_bytes
+
+
+class SlotMemory(NamedTuple):
+    """Per-machine memory rates of a slot under plan settings (the cost model's rule,
+    :func:`hulk_env.cost.memory_use_bytes`): slot ``(r, l)`` on machine ``m`` needs
+    ``state_bytes[m, l] + k_r stash_bytes[m, l]``.
+
+    Attributes:
+        state_bytes: ``[M, L]`` model state, :func:`hulk_env.parallelism.slot_state_bytes`
+            (``t_m d_m`` ranks: every data-parallel group inside the machine holds a copy), plus
+            the routed experts' bound (see :func:`plan_slot_memory`).
+        stash_bytes: ``[M, L]`` stash per micro-batch, ``stash_l s_m`` (the busiest group's share,
+            :func:`hulk_env.parallelism.group_share`).
+    """
+
+    state_bytes: np.ndarray
+    stash_bytes: np.ndarray
+
+
+def plan_slot_memory(cluster: Cluster, workload: Workload, experts: str) -> SlotMemory | None:
+    """The per-machine slot rates of :class:`SlotMemory`, or ``None`` without plan settings
+    (then every machine holds a slot alike: :func:`layer_memory_bytes`).
+
+    ``experts`` bounds the routed experts of MoE layers (the cost model holds them once per
+    machine of a group, :func:`hulk_env.moe.expert_memory_bytes`): ``"upper"`` counts all of a
+    layer's experts on every slot (what a slot can add at most: v0's mask), ``"lower"`` the
+    busiest member's share with the largest group ``G = D`` (the witness's rates, as
+    :func:`hulk_env.parallelism.state_lower_bytes` without plan settings).
+    """
+    if not plan_active(workload):
+        return None
+    state = slot_state_bytes(cluster, workload)
+    if workload.moe is not None:
+        expert = workload.state_bytes_per_param * workload.moe.expert_params
+        if experts == "lower":
+            expert = expert * moe.expert_share(workload.moe.num_experts, np.full(workload.num_layers, workload.data_parallel))
+        state = state + expert[None, :]
+    stash = group_share(cluster, workload)[:, None] * np.asarray(workload.stash_bytes, dtype=np.float64)[None, :]
+    return SlotMemory(state, stash)
 
 
 def model_memory_bytes(problem: Instance | Workload, num_stages: int) -> float:
@@ -429,5 +469,7 @@ __all__ = [
     "memory_tightness",
     "min_memory_bytes",
     "model_memory_bytes",
+    "plan_slot_memory",
+    "SlotMemory",
     "stash_count",
 ]
