@@ -14,6 +14,13 @@ slot ``(r, l)`` needs ``state_l + k_r stash_l`` on its machine, with ``k_r`` the
 replica ``r`` (:func:`hulk_env.feasibility.stash_count` of its pipeline depth, the number of
 distinct machines it uses). A change of ``W`` that adds or removes a machine of the current
 replica changes ``k_r`` and so every one of its machines' memory; the repairs account for that.
+Under plan settings (:func:`hulk_env.parallelism.plan_active`) the rule is per machine: slot
+``(r, l)`` on machine ``m`` needs ``state_{m,l} + k_r stash_{m,l}``, the state of the ``d_m``
+data-parallel groups inside ``m`` (each holds a copy, ZeRO-sharded:
+:func:`hulk_env.parallelism.slot_state_bytes`) and the busiest group's stash
+(``stash_l s_m``, :func:`hulk_env.parallelism.group_share`); :class:`PlanWitness` keeps the
+same repairs with every machine's own rates (:func:`hulk_env.feasibility.plan_slot_memory`),
+and ``Witness(...)`` makes one when the instance has plan settings.
 
 Repairs of ``W`` for slot ``t = (r, l)`` going to machine ``a`` (``w = W[r, l]``), tried in
 this order (the first that fits is the one applied):

@@ -4,7 +4,8 @@ Memory (the cost model's rule, :func:`hulk_env.cost.memory_use_bytes`): a layer 
 state (``state_bytes_per_param x params``) plus ``k`` stashed micro-batches of activations,
 ``k = m`` (all micro-batches) for GPipe and ``k = min(m, S)`` for 1F1B, ``S`` the pipeline
 depth (distinct machines) of its replica. With ZeRO the state is the sharded one
-of :func:`hulk_env.parallelism.state_lower_bytes` (a lower bound over machines). The functions here give those needs per layer and per
+of :func:`hulk_env.parallelism.state_lower_bytes` (a lower bound over machines); the env's masks
+use each machine's own rates under plan settings (:func:`plan_slot_memory`). The functions here give those needs per layer and per
 model, and a one-line explanation when a model cannot fit.
 
 Diagnosis (:func:`diagnose_memory`, behind :func:`capacity_reason`): for each pipeline depth
@@ -37,7 +38,7 @@ from hulk_env import moe
 from hulk_env.cluster import Cluster
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
-from hulk_env.parallelism import plan_active, group_share, slot_state_bytes, state_lower_bytes
+from hulk_env.parallelism import group_share, plan_active, slot_state_bytes, state_lower_bytes
 from hulk_env.units import GB
 from hulk_env.workload import RECOMPUTE_MODES, Workload, apply_overrides
 
