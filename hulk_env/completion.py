@@ -14,6 +14,13 @@ slot ``(r, l)`` needs ``state_l + k_r stash_l`` on its machine, with ``k_r`` the
 replica ``r`` (:func:`hulk_env.feasibility.stash_count` of its pipeline depth, the number of
 distinct machines it uses). A change of ``W`` that adds or removes a machine of the current
 replica changes ``k_r`` and so every one of its machines' memory; the repairs account for that.
+Under plan settings (:func:`hulk_env.parallelism.plan_active`) the rule is per machine: slot
+``(r, l)`` on machine ``m`` needs ``state_{m,l} + k_r stash_{m,l}``, the state of the ``d_m``
+data-parallel groups inside ``m`` (each holds a copy, ZeRO-sharded:
+:func:`hulk_env.parallelism.slot_state_bytes`) and the busiest group's stash
+(``stash_l s_m``, :func:`hulk_env.parallelism.group_share`); :class:`PlanWitness` keeps the
+same repairs with every machine's own rates (:func:`hulk_env.feasibility.plan_slot_memory`),
+and ``Witness(...)`` makes one when the instance has plan settings.
 
 Repairs of ``W`` for slot ``t = (r, l)`` going to machine ``a`` (``w = W[r, l]``), tried in
 this order (the first that fits is the one applied):
@@ -68,7 +75,7 @@ import numpy as np
 
 from hulk_env import cost
 from hulk_env.errors import HulkInputError
-from hulk_env.feasibility import MEMORY_RTOL, layer_memory_bytes, stash_count
+from hulk_env.feasibility import MEMORY_RTOL, layer_memory_bytes, plan_slot_memory, stash_count
 from hulk_env.instance import Instance
 
 STAY, SWAP, EXCHANGE, RELABEL, REPLAN = 0, 1, 2, 3, 4  # how an allowed action repairs the witness
@@ -92,6 +99,11 @@ class CompletionStatic:
         state_bytes: ``[L]`` model-state bytes per layer (``layer_memory_bytes(w, 0)``).
         stash_bytes: ``[L]`` stash bytes per layer and micro-batch.
         stash_by_depth: stash count for a replica of depth ``0..M`` (``stash_count``).
+        state_ml, stash_ml: ``[M, L]`` under plan settings, each machine's own rates
+            (:func:`hulk_env.feasibility.plan_slot_memory`: slot ``(r, l)`` on ``m`` needs
+            ``state_ml[m, l] + k_r stash_ml[m, l]``); ``state_bytes`` and ``stash_bytes`` are then
+            their minima over machines (the re-plan's lower bounds only). ``None`` without plan
+            settings (every machine alike).
     """
 
     instance: Instance
@@ -103,13 +115,24 @@ class CompletionStatic:
     state_bytes: np.ndarray
     stash_bytes: np.ndarray
     stash_by_depth: tuple[int, ...]
+    state_ml: np.ndarray | None = None
+    stash_ml: np.ndarray | None = None
     _prefix_workloads: dict = field(default_factory=dict, repr=False)
     _need_cumsums: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, instance: Instance) -> CompletionStatic:
         w = instance.workload
-        state = layer_memory_bytes(instance, 0)
+        rates = plan_slot_memory(instance.cluster, w, experts="lower")
+        if rates is None:
+            state = layer_memory_bytes(instance, 0)
+            stash = layer_memory_bytes(instance, 1) - state
+            per_machine = {}
+        else:
+            state, stash = rates.state_bytes.min(axis=0), rates.stash_bytes.min(axis=0)
+            per_machine = {"state_ml": rates.state_bytes, "stash_ml": rates.stash_bytes}
+            for arr in per_machine.values():
+                arr.setflags(write=False)
         return cls(
             instance=instance,
             num_machines=instance.num_machines,
@@ -118,9 +141,37 @@ class CompletionStatic:
             gpipe=w.schedule == "gpipe",
             capacity_bytes=instance.cluster.memory_bytes * (1.0 - MEMORY_RTOL),
             state_bytes=state,
-            stash_bytes=layer_memory_bytes(instance, 1) - state,
+            stash_bytes=stash,
             stash_by_depth=tuple(stash_count(instance, d) for d in range(instance.num_machines + 2)),
+            **per_machine,
         )
+
+    @property
+    def per_machine(self) -> bool:
+        """Whether machines hold a slot at their own rates (plan settings)."""
+        return self.state_ml is not None
+
+    def slot_bytes(self, row: np.ndarray, k: int) -> np.ndarray:
+        """``[len(row)]`` bytes of a replica's first ``len(row)`` layers on the machines of
+        ``row`` at stash count ``k`` (per machine under plan settings)."""
+        layers = np.arange(len(row))
+        if self.state_ml is None:
+            return self.state_bytes[layers] + k * self.stash_bytes[layers]
+        return self.state_ml[row, layers] + k * self.stash_ml[row, layers]
+
+    def rows_stash(self, row: np.ndarray) -> np.ndarray:
+        """Stash bytes per micro-batch of a replica's first ``len(row)`` layers on ``row``."""
+        if self.stash_ml is None:
+            return self.stash_bytes[: len(row)]
+        return self.stash_ml[row, np.arange(len(row))]
+
+    def need_rows(self, k: int) -> list[list[float]]:
+        """Per machine, the cumulative bytes of a replica's layers at stash count ``k`` on it
+        (plan settings; cached: the re-plan's fills)."""
+        out = self._need_cumsums.get(("rows", k))
+        if out is None:
+            out = self._need_cumsums[("rows", k)] = np.cumsum(self.state_ml + k * self.stash_ml, axis=1).tolist()
+        return out
 
     def need_cumsum(self, k: int) -> list[float]:
         """Cumulative bytes of a replica's layers at stash count ``k`` (cached; re-plan fills)."""
@@ -192,6 +243,13 @@ class Witness:
                           "depth", "k", "_max_partner_state", "_max_partner_stash", "_headroom_lb", "epoch", "touched", "_all_allowed",
                           "_plans_t"})
 
+    def __new__(cls, static: CompletionStatic | None = None, placement: np.ndarray | None = None) -> Witness:
+        # Plan settings: machines hold a slot at their own rates (PlanWitness's bookkeeping).
+        # (No arguments: unpickling and copying, which restore the class they saved.)
+        if cls is Witness and static is not None and static.per_machine:
+            cls = PlanWitness
+        return object.__new__(cls)
+
     def __init__(self, static: CompletionStatic, placement: np.ndarray) -> None:
         self.static = static
         self.placement = np.array(placement, dtype=np.int64, copy=True)
@@ -220,7 +278,7 @@ class Witness:
 
     def clone(self) -> Witness:
         """An independent copy (arrays and lists copied): cheaper than a new witness."""
-        out = object.__new__(Witness)
+        out = object.__new__(type(self))
         scalars = self._SCALARS
         out.__dict__.update({k: (v if k in scalars else v.copy()) for k, v in self.__dict__.items()})
         return out
@@ -361,6 +419,17 @@ class Witness:
         cand = np.flatnonzero(~mask & (free >= need))
         if not len(cand):
             return
+        open_state, open_stash = np.asarray(self._open_state), np.asarray(self._open_stash)
+        # A replica's first slot may go anywhere (and happens D times an episode): no cap there.
+        for a in self._replan_order(cand, free, layer)[: REPLAN_CANDIDATES if layer else None]:
+            plan = replan(s, self.placement, self.t, a, placed_before, open_state, open_stash)
+            if plan is not None:
+                self._plans[a] = plan
+                mask[a] = True
+
+    def _replan_order(self, cand: np.ndarray, free: np.ndarray, layer: int) -> list[int]:
+        """The re-plan's candidates in the order they are tried (class docstring)."""
+        s = self.static
         order = cand[np.argsort(-free[cand], kind="stable")].tolist()
         # The previous layer's machine (stay in the stage) and the machine of this layer in the
         # previous replica (replicas sharing machines) first: the moves a pipeline makes most.
@@ -372,13 +441,7 @@ class Witness:
             latency = s.instance.cluster.latency_s[near, cand]
             first += [a for a in cand[np.argsort(latency, kind="stable")][:REPLAN_NEAREST].tolist() if a not in first]
         rest = [a for a in order if a not in first]
-        open_state, open_stash = np.asarray(self._open_state), np.asarray(self._open_stash)
-        # A replica's first slot may go anywhere (and happens D times an episode): no cap there.
-        for a in (first + rest)[: REPLAN_CANDIDATES if layer else None]:
-            plan = replan(s, self.placement, self.t, a, placed_before, open_state, open_stash)
-            if plan is not None:
-                self._plans[a] = plan
-                mask[a] = True
+        return first + rest
 
     def _relabel_mask(self, w: int, layer: int) -> np.ndarray:
         """Machines ``a`` whose future slots (all of ``W`` from the cursor on) may trade places
@@ -564,6 +627,272 @@ class Witness:
 _BIG = 1e300  # "never": a threshold no slack reaches (inf would give 0 * inf = nan)
 
 
+class PlanWitness(Witness):
+    """The witness under plan settings: slot ``(r, l)`` on machine ``m`` needs
+    ``state_ml[m, l] + k_r stash_ml[m, l]`` (:class:`CompletionStatic`; the cost model's rule:
+    every data-parallel group inside a machine holds a copy of the slot's state, and the busiest
+    group stashes its share), so a repair moving a slot from ``w`` to ``a`` frees ``w``'s need
+    and costs ``a``'s. The same repairs in the same order as :class:`Witness`, with thresholds
+    per machine; no all-machines shortcut (the per-step cost is a few ``[M]`` operations).
+    :class:`Witness` makes one of these when its static parts are per machine.
+    """
+
+    _SCALARS = Witness._SCALARS | {"_rate_state", "_rate_stash"}
+
+    def __init__(self, static: CompletionStatic, placement: np.ndarray) -> None:
+        self._rate_state = static.state_ml.tolist()  # [M][L] scalar reads
+        self._rate_stash = static.stash_ml.tolist()
+        super().__init__(static, placement)
+
+    def _rebuild(self) -> None:
+        s = self.static
+        m, n_layers = s.num_machines, s.num_layers
+        r, layer = divmod(self.t, n_layers)
+        self.slack = s.slack_bytes(self.placement)
+        self.epoch += 1
+        self._step = (-1,)
+        self._dirty = []
+        self._all_allowed = None
+        if r == s.data_parallel:
+            return
+        self._placed_before = s.replicas_bytes(self.placement, r).tolist()
+        row = self.placement[r]
+        self.row = row.tolist()
+        state, stash = s.slot_bytes(row, 0), s.rows_stash(row)  # each slot at its machine's rates
+        self._open_state = np.bincount(row[:layer], weights=state[:layer], minlength=m).tolist()
+        self._open_stash = np.bincount(row[:layer], weights=stash[:layer], minlength=m).tolist()
+        count = np.bincount(row, minlength=m)
+        self.count = count.tolist()
+        self.outside = count == 0
+        self.replica_stash = np.bincount(row, weights=stash, minlength=m)
+        self.depth = int(np.count_nonzero(count))
+        self.k = s.stash_by_depth[self.depth]
+        self._headroom_lb = -np.inf
+        last = np.full(m, -1, dtype=np.int64)
+        np.maximum.at(last, row[layer + 1 :], np.arange(layer + 1, n_layers))
+        self.partner = last.tolist()
+        has = last >= 0
+        safe = np.where(has, last, 0)
+        machines = np.arange(m)
+        self.partner_state = np.where(has, s.state_ml[machines, safe], 0.0).tolist()  # on its own machine
+        self.partner_stash = np.where(has, s.stash_ml[machines, safe], 0.0)
+        self._bound_partners()
+        self._refresh_partner_need()
+
+    def _set_partner(self, mach: int, layer: int) -> None:
+        self._dirty.append(mach)
+        if layer >= 0:
+            state, stash = self._rate_state[mach][layer], self._rate_stash[mach][layer]
+        else:
+            state, stash = 0.0, 0.0
+        self.partner[mach] = layer
+        self.partner_state[mach] = state
+        self.partner_stash[mach] = stash
+        self.partner_need[mach] = state + self.k * stash
+        self._max_partner_state = max(self._max_partner_state, state)
+        self._max_partner_stash = max(self._max_partner_stash, stash)
+
+    def _need_on(self, mach: int, layer: int) -> float:
+        return self._rate_state[mach][layer] + self.k * self._rate_stash[mach][layer]
+
+    def allowed(self, out: np.ndarray | None = None) -> np.ndarray:
+        s = self.static
+        mask = np.empty(s.num_machines, dtype=bool) if out is None else out
+        layer = self.t % self._num_layers
+        w = self.row[layer]
+        state, stash = s.state_ml[:, layer], s.stash_ml[:, layer]  # [M]: the slot on every machine
+        k = self.k
+        need = state + k * stash
+        self._dirty = []
+        self._all_allowed = None
+        if self._gpipe or self.count[w] > 1:
+            grow = 0 if self._gpipe else self._stash_by_depth[self.depth + 1] - k
+            grow_ok = grow == 0 or self._grow_fits(w, float(state[w]), float(stash[w]), grow)
+            need_out = need + grow * stash if grow else need
+            self._step = (self.t, w, need, k, need, need_out, grow_ok)
+            thr = np.where(self.outside, need_out if grow_ok else _BIG, need)
+        else:
+            # w's only layer of the replica: onto a member the depth shrinks (k_in)
+            k_in = self._stash_by_depth[self.depth - 1]
+            need_in = state + k_in * stash
+            self._step = (self.t, w, need, k_in, need_in, need, True)
+            thr = np.where(self.outside, need, need_in + (k_in - k) * self.replica_stash)
+        np.greater_equal(self.slack, thr, out=mask)
+        mask |= self._exchange_mask_at(w, need)
+        mask[w] = True
+        if np.count_nonzero(mask) < s.num_machines:
+            mask |= self._relabel_mask(w, layer)
+            if np.count_nonzero(mask) < s.num_machines:
+                self._replan_mask(mask, layer)
+        return mask
+
+    def _exchange_mask_at(self, w: int, need: np.ndarray) -> np.ndarray:
+        """Machines ``a`` whose partner ``f`` may trade places with the slot: ``a`` fits the
+        slot after ``f`` leaves it, ``w`` fits ``f`` after the slot leaves it."""
+        s = self.static
+        partner = np.asarray(self.partner)
+        has = partner >= 0
+        f = np.where(has, partner, 0)
+        back = s.state_ml[w, f] + self.k * s.stash_ml[w, f]  # each partner's need on w
+        room_w = float(self.slack[w]) + float(need[w])
+        return (self.slack + self.partner_need >= need) & has & (back <= room_w)
+
+    def _swap_fits(self, a: int, k_in: int, need_in, need_out, grow_ok: bool) -> bool:
+        if self.count[a]:
+            return float(self.slack[a]) + (self.k - k_in) * float(self.replica_stash[a]) >= float(need_in[a])
+        return grow_ok and float(self.slack[a]) >= float(need_out[a])
+
+    def _other_repair(self, a: int, w: int, need) -> int:
+        f = self.partner[a]
+        if f >= 0:
+            slack_a = float(self.slack[a])
+            if (slack_a + float(self.partner_need[a]) >= float(need[a])
+                    and self._need_on(w, f) <= float(self.slack[w]) + float(need[w])):
+                return EXCHANGE
+        if self._relabel_mask(w, self.t % self._num_layers)[a]:
+            return RELABEL
+        if self._plans_t == self.t and a in self._plans:
+            return REPLAN
+        return -1
+
+    def _relabel_mask(self, w: int, layer: int) -> np.ndarray:
+        """Machines ``a`` that may trade their future slots with ``w``'s (as :class:`Witness`),
+        each side's at its own rates: ``a`` takes ``w``'s future at ``a``'s, ``w`` every
+        other machine's at ``w``'s."""
+        s = self.static
+        n_layers = self._num_layers
+        cap = s.capacity_bytes
+        placed = np.asarray(self._placed_before) + np.asarray(self._open_state) + self.k * np.asarray(self._open_stash)
+        free = cap - placed
+        future = self.placement.ravel()[self.t :]
+        slots = np.arange(self.t, self.placement.size)
+        layers = slots % n_layers
+        # each future slot's stash count: its replica's depth in W (the open one's is k)
+        depths = [self.depth] + [len(set(row)) for row in self.placement[self.t // n_layers + 1 :].tolist()]
+        k_slot = np.asarray([self._stash_by_depth[d] for d in depths])[slots // n_layers - self.t // n_layers]
+        mine = future == w
+        on_a = s.state_ml[:, layers[mine]].sum(axis=1) + s.stash_ml[:, layers[mine]] @ k_slot[mine]  # [M]
+        at_w = s.state_ml[w, layers] + k_slot * s.stash_ml[w, layers]
+        theirs_on_w = np.bincount(future, weights=at_w, minlength=s.num_machines)  # [M]
+        ok = (free >= on_a) & (theirs_on_w <= float(free[w]))
+        if not s.gpipe and self._holds_placed(w, layer):
+            ok &= ~self.outside  # a new machine would deepen the open replica
+        return ok
+
+    def _replan_mask(self, mask: np.ndarray, layer: int) -> None:
+        if self._plans_t == self.t:
+            for a in self._plans:
+                mask[a] = True
+            return
+        self._plans_t, self._plans = self.t, {}
+        s = self.static
+        placed_before = np.asarray(self._placed_before)
+        k1 = s.stash_by_depth[1]
+        open_state, open_stash = np.asarray(self._open_state), np.asarray(self._open_stash)
+        free = s.capacity_bytes - placed_before - open_state - k1 * open_stash
+        need = s.state_ml[:, layer] + k1 * s.stash_ml[:, layer]
+        cand = np.flatnonzero(~mask & (free >= need))
+        if not len(cand):
+            return
+        for a in self._replan_order(cand, free, layer)[: REPLAN_CANDIDATES if layer else None]:
+            plan = replan(s, self.placement, self.t, a, placed_before, open_state, open_stash)
+            if plan is not None:
+                self._plans[a] = plan
+                mask[a] = True
+
+    def commit(self, a: int) -> None:
+        t = self.t
+        if self._step[0] != t:
+            self.allowed()
+        _, w, need_l, k_in, need_in, need_out, grow_ok = self._step
+        r, layer = divmod(t, self._num_layers)
+        if a == w:
+            self.touched = ()
+        elif self._swap_fits(a, k_in, need_in, need_out, grow_ok):
+            self._swap(r, layer, w, a, 0.0, 0.0)
+        else:
+            kind = self._other_repair(a, w, need_l)
+            if kind < 0:
+                raise ValueError(f"machine {a} is not allowed for slot {t}")
+            self.touched = (w, a)
+            self._dirty += self.touched
+            if kind == RELABEL:
+                future = self.placement.ravel()[t:]
+                on_w = future == w
+                future[future == a] = w
+                future[on_w] = a
+            if kind in (RELABEL, REPLAN):
+                if kind == REPLAN:
+                    self.placement = self._plans[a].copy()
+                self.t = t + 1
+                self._rebuild()
+                return
+            self._exchange(r, layer, w, a)
+        self._open_state[a] += self._rate_state[a][layer]
+        self._open_stash[a] += self._rate_stash[a][layer]
+        self.t = t + 1
+        layer += 1
+        if layer == self._num_layers:
+            if t + 1 < self.placement.size:
+                self._rebuild()
+        elif self.partner[mach := self.row[layer]] == layer:
+            self._set_partner(mach, -1)
+
+    def _swap(self, r: int, layer: int, w: int, a: int, state_l: float, stash_l: float) -> None:
+        self.touched = (w, a)
+        self._dirty += self.touched
+        count = self.count
+        joins, leaves = not count[a], count[w] == 1
+        count[a] += 1
+        count[w] -= 1
+        if joins:
+            self.outside[a] = False
+        if leaves:
+            self.outside[w] = True
+        if joins != leaves:
+            self.depth += 1 if joins else -1
+            k_old = self.k
+            self.k = k = self._stash_by_depth[self.depth]
+            if k != k_old:
+                grow = k - k_old
+                self.slack -= grow * self.replica_stash
+                self.partner_need += grow * self.partner_stash
+                self.epoch += 1
+                self._headroom_lb = -np.inf
+        stash_w, stash_a = self._rate_stash[w][layer], self._rate_stash[a][layer]
+        slack, replica_stash = self.slack, self.replica_stash
+        slack[w] += self._need_on(w, layer)  # slot l leaves w at its rates and joins a at a's
+        replica_stash[w] -= stash_w
+        slack_a = float(slack[a]) - self._need_on(a, layer)
+        stash_a_total = float(replica_stash[a]) + stash_a
+        slack[a] = slack_a
+        replica_stash[a] = stash_a_total
+        self.placement[r, layer] = a
+        self.row[layer] = a
+        if slack_a - stash_a_total < self._headroom_lb:
+            self._headroom_lb = slack_a - stash_a_total
+
+    def _exchange(self, r: int, layer: int, w: int, a: int) -> None:
+        f = int(self.partner[a])
+        rs, rh, k = self._rate_state, self._rate_stash, self.k
+        d_stash_a = rh[a][layer] - rh[a][f]  # a: slot l in, f out
+        d_stash_w = rh[w][layer] - rh[w][f]  # w: slot l out, f in
+        self.slack[a] -= (rs[a][layer] - rs[a][f]) + k * d_stash_a
+        self.slack[w] += (rs[w][layer] - rs[w][f]) + k * d_stash_w
+        self.replica_stash[a] += d_stash_a
+        self.replica_stash[w] -= d_stash_w
+        self.placement[r, layer] = a
+        self.placement[r, f] = w
+        self.row[layer], self.row[f] = a, w
+        self._lower_headroom(a)
+        self._lower_headroom(w)
+        later = np.flatnonzero(self.placement[r, layer + 1 :] == a)
+        self._set_partner(a, layer + 1 + int(later[-1]) if len(later) else -1)
+        if f > self.partner[w]:
+            self._set_partner(w, f)
+        self._bound_partners()
+
+
 # ---- the re-plan repair ------------------------------------------------------------------------
 
 
@@ -579,19 +908,22 @@ def _depth_bounds(start: int, most: int) -> list[int]:
     return out
 
 
-def _fill(total: list[float], start: int, order: np.ndarray, free: np.ndarray, members: int,
-          max_depth: int) -> np.ndarray | None:
+def _fill(total: list[float] | None, start: int, order: np.ndarray, free: np.ndarray, members: int,
+          max_depth: int, rows: list[list[float]] | None = None) -> np.ndarray | None:
     """Machines of layers ``start..`` when they fill ``order`` first-fit and contiguously (each
     machine takes as many of the next layers as fit in ``free``), using at most ``max_depth``
     distinct machines of which the first ``members`` of ``order`` are already counted; ``None``
-    when they do not fit that way. ``total`` is the cumulative sum of every layer's need."""
-    n = len(total)
+    when they do not fit that way. ``total`` is the cumulative sum of every layer's need, or
+    ``rows`` one such sum per machine (plan settings: each machine its own rates)."""
+    n = len(total) if rows is None else len(rows[0])
     out: list[int] = []  # a list: slice writes into an array cost more than the fill itself
     done, depth = start, members
     # Only the members and max_depth - members + 1 new machines can be visited.
     for i, mach in enumerate(order[: max_depth + 1].tolist()):
         if done == n:
             break
+        if rows is not None:
+            total = rows[mach]
         base = total[done - 1] if done else 0.0
         take = bisect_right(total, base + float(free[mach]), lo=done) - done
         if take <= 0:
@@ -630,9 +962,14 @@ def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, plac
     r, layer = divmod(t, n_layers)
     head = placement[r, : layer + 1].copy()
     head[layer] = a
+    per_machine = s.per_machine
     if open_state is None or open_stash is None:
-        open_state = np.bincount(head[:layer], weights=s.state_bytes[:layer], minlength=m)
-        open_stash = np.bincount(head[:layer], weights=s.stash_bytes[:layer], minlength=m)
+        if per_machine:
+            open_state = np.bincount(head[:layer], weights=s.slot_bytes(head[:layer], 0), minlength=m)
+            open_stash = np.bincount(head[:layer], weights=s.rows_stash(head[:layer]), minlength=m)
+        else:
+            open_state = np.bincount(head[:layer], weights=s.state_bytes[:layer], minlength=m)
+            open_stash = np.bincount(head[:layer], weights=s.stash_bytes[:layer], minlength=m)
     member = np.zeros(m, dtype=bool)
     member[head] = True
     members = np.flatnonzero(member)
@@ -644,15 +981,19 @@ def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, plac
     base_free = s.capacity_bytes - used - open_state
     for depth in _depth_bounds(len(members), most):
         k = s.stash_by_depth[depth]
-        need = s.state_bytes + k * s.stash_bytes
         free = base_free - k * open_stash
-        free[a] -= need[layer]
+        if per_machine:
+            free[a] -= s.state_ml[a, layer] + k * s.stash_ml[a, layer]
+        else:
+            need = s.state_bytes + k * s.stash_bytes
+            free[a] -= need[layer]
         if free[members].min() < 0:
             break  # a deeper bound only adds stash to what is placed
         key = np.where(member, free + 2.0 * float(s.capacity_bytes.max()) + 1.0, free)
         key[a] = np.inf
         order = np.argsort(-key, kind="stable")
-        tail = _fill(s.need_cumsum(k), layer + 1, order, free, len(members), depth)
+        tail = (_fill(None, layer + 1, order, free, len(members), depth, s.need_rows(k)) if per_machine
+                else _fill(s.need_cumsum(k), layer + 1, order, free, len(members), depth))
         if tail is not None:
             placed_row = np.concatenate((head, tail))
             break
@@ -668,7 +1009,9 @@ def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, plac
             for depth in _depth_bounds(1, most):
                 if depth < fewest:
                     continue  # the roomiest `depth` machines cannot hold it: the fill would fail
-                placed_row = _fill(s.need_cumsum(s.stash_by_depth[depth]), 0, order, free_all, 0, depth)
+                k = s.stash_by_depth[depth]
+                placed_row = (_fill(None, 0, order, free_all, 0, depth, s.need_rows(k)) if per_machine
+                              else _fill(s.need_cumsum(k), 0, order, free_all, 0, depth))
                 if placed_row is not None:
                     break
             if placed_row is None:
@@ -676,7 +1019,8 @@ def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, plac
             out[rr] = placed_row
         if rr + 1 < d_par:
             k_real = s.stash_by_depth[int(np.count_nonzero(np.bincount(placed_row, minlength=m)))]
-            used = used + np.bincount(placed_row, weights=s.state_bytes + k_real * s.stash_bytes, minlength=m)
+            weights = s.slot_bytes(placed_row, k_real) if per_machine else s.state_bytes + k_real * s.stash_bytes
+            used = used + np.bincount(placed_row, weights=weights, minlength=m)
     return out if float(s.slack_bytes(out).min()) >= 0 else None
 
 

@@ -4,7 +4,8 @@ Memory (the cost model's rule, :func:`hulk_env.cost.memory_use_bytes`): a layer 
 state (``state_bytes_per_param x params``) plus ``k`` stashed micro-batches of activations,
 ``k = m`` (all micro-batches) for GPipe and ``k = min(m, S)`` for 1F1B, ``S`` the pipeline
 depth (distinct machines) of its replica. With ZeRO the state is the sharded one
-of :func:`hulk_env.parallelism.state_lower_bytes` (a lower bound over machines). The functions here give those needs per layer and per
+of :func:`hulk_env.parallelism.state_lower_bytes` (a lower bound over machines); the env's masks
+use each machine's own rates under plan settings (:func:`plan_slot_memory`). The functions here give those needs per layer and per
 model, and a one-line explanation when a model cannot fit.
 
 Diagnosis (:func:`diagnose_memory`, behind :func:`capacity_reason`): for each pipeline depth
@@ -34,12 +35,12 @@ from typing import NamedTuple
 import numpy as np
 
 from hulk_env import moe
+from hulk_env.cluster import Cluster
 from hulk_env.errors import HulkInputError
 from hulk_env.instance import Instance
-from hulk_env.parallelism import state_lower_bytes
+from hulk_env.parallelism import group_share, plan_active, slot_state_bytes, state_lower_bytes
 from hulk_env.units import GB
 from hulk_env.workload import RECOMPUTE_MODES, Workload, apply_overrides
-
 
 # The env's witness (hulk_env.completion) keeps every machine within (1 - MEMORY_RTOL) of its
 # memory, so that rounding in another summation order (cost.memory_use_bytes) cannot turn an
@@ -61,6 +62,45 @@ def layer_memory_bytes(problem: Instance | Workload, stash_micro_batches: int) -
     """``[L]`` bytes each layer of one replica needs with ``stash_micro_batches`` stashed."""
     w = _workload(problem)
     return state_lower_bytes(w) + stash_micro_batches * w.stash_bytes
+
+
+class SlotMemory(NamedTuple):
+    """Per-machine memory rates of a slot under plan settings (the cost model's rule,
+    :func:`hulk_env.cost.memory_use_bytes`): slot ``(r, l)`` on machine ``m`` needs
+    ``state_bytes[m, l] + k_r stash_bytes[m, l]``.
+
+    Attributes:
+        state_bytes: ``[M, L]`` model state, :func:`hulk_env.parallelism.slot_state_bytes`
+            (``t_m d_m`` ranks: every data-parallel group inside the machine holds a copy), plus
+            the routed experts' bound (see :func:`plan_slot_memory`).
+        stash_bytes: ``[M, L]`` stash per micro-batch, ``stash_l s_m`` (the busiest group's share,
+            :func:`hulk_env.parallelism.group_share`).
+    """
+
+    state_bytes: np.ndarray
+    stash_bytes: np.ndarray
+
+
+def plan_slot_memory(cluster: Cluster, workload: Workload, experts: str) -> SlotMemory | None:
+    """The per-machine slot rates of :class:`SlotMemory`, or ``None`` without plan settings
+    (then every machine holds a slot alike: :func:`layer_memory_bytes`).
+
+    ``experts`` bounds the routed experts of MoE layers (the cost model holds them once per
+    machine of a group, :func:`hulk_env.moe.expert_memory_bytes`): ``"upper"`` counts all of a
+    layer's experts on every slot (what a slot can add at most: v0's mask), ``"lower"`` the
+    busiest member's share with the largest group ``G = D`` (the witness's rates, as
+    :func:`hulk_env.parallelism.state_lower_bytes` without plan settings).
+    """
+    if not plan_active(workload):
+        return None
+    state = slot_state_bytes(cluster, workload)
+    if workload.moe is not None:
+        expert = workload.state_bytes_per_param * workload.moe.expert_params
+        if experts == "lower":
+            expert = expert * moe.expert_share(workload.moe.num_experts, np.full(workload.num_layers, workload.data_parallel))
+        state = state + expert[None, :]
+    stash = group_share(cluster, workload)[:, None] * np.asarray(workload.stash_bytes, dtype=np.float64)[None, :]
+    return SlotMemory(state, stash)
 
 
 def model_memory_bytes(problem: Instance | Workload, num_stages: int) -> float:
@@ -435,5 +475,7 @@ __all__ = [
     "memory_tightness",
     "min_memory_bytes",
     "model_memory_bytes",
+    "plan_slot_memory",
+    "SlotMemory",
     "stash_count",
 ]

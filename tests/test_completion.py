@@ -246,3 +246,155 @@ def test_start_witness_explains_an_instance_that_cannot_fit():
     inst = tight_instance([1e6, 1e6], 3)
     with pytest.raises(HulkInputError, match=re.escape("needs at least")):
         start_witness(inst)
+
+
+# ---- plan settings: every machine holds a slot at its own rates (issue 35) -----------------------
+
+
+SETTINGS_V0 = 8  # instances of the settings-v0 suite
+
+
+def settings_instances():
+    from hulk_env.evaluation import suite_instance
+
+    return [suite_instance("settings-v0", i) for i in range(SETTINGS_V0)]
+
+
+def test_plan_slot_rates_sum_to_the_cost_models_memory():
+    """Summed over a placement's slots, the per-machine rates give cost.memory_use_bytes exactly
+    (dense models), on settings-v0/2 whose 8-GPU machines hold d_m = 2 tensor-parallel groups."""
+    from hulk_env.evaluation import suite_instance
+    from hulk_env.feasibility import plan_slot_memory, stash_count
+
+    inst = suite_instance("settings-v0", 2)
+    c, w = inst.cluster, inst.workload
+    rates = plan_slot_memory(c, w, experts="lower")
+    assert rates is not None and plan_slot_memory(c, w.with_training(tensor_parallel=0, zero=0, sync="every-step"), experts="lower") is None
+    assert len(set(rates.state_bytes[:, 1].tolist())) > 1  # machines differ: d_m copies
+    rng = np.random.default_rng(0)
+    p = rng.integers(0, c.num_machines, size=(w.data_parallel, w.num_layers))
+    expect = np.zeros(c.num_machines)
+    for row in p:
+        k = stash_count(inst, len(set(row.tolist())))
+        np.add.at(expect, row, rates.state_bytes[row, np.arange(w.num_layers)] + k * rates.stash_bytes[row, np.arange(w.num_layers)])
+    np.testing.assert_allclose(cost.memory_use_bytes(c, w, p[None])[0], expect, rtol=1e-12)
+
+
+def test_default_settings_keep_the_per_layer_witness():
+    inst = load_suite("tiny-v0")[0]
+    static = CompletionStatic.of(inst)
+    assert static.state_ml is None and not static.per_machine
+    assert type(start_witness(inst)) is Witness
+
+
+@pytest.mark.parametrize("index", range(SETTINGS_V0))
+def test_plan_witness_bookkeeping_stays_exact_on_settings_v0(index):
+    inst = settings_instances()[index]
+    w = random_walk(inst, seed=index, check_every_step=index % 2 == 0)
+    assert isinstance(w, completion.PlanWitness)
+    assert cost.evaluate(inst.cluster, inst.workload, w.placement).memory_feasible
+
+
+def masked_episodes(env_cls, instances, seeds) -> list[tuple[str, int, bool, bool]]:
+    """(instance, seed, dead end, memory-feasible by the cost model) of random masked episodes."""
+    from hulk_env.generators import InstanceListGenerator
+
+    env = env_cls(generator=InstanceListGenerator(tuple(instances)))
+    out = []
+    for inst in instances:
+        for seed in seeds:
+            rng = np.random.default_rng(seed)
+            obs, _ = env.reset(options={"instance": inst})
+            done = False
+            while not done:
+                valid = np.flatnonzero(obs["action_mask"])
+                # seed 0: always the highest-index allowed machine (the issue's probe), else random
+                obs, _, done, _, info = env.step(int(valid[-1]) if seed == 0 else int(rng.choice(valid)))
+            p = np.array(info["placement"])
+            feasible = not info["dead_end"] and bool(cost.evaluate(inst.cluster, inst.workload, p).memory_feasible)
+            out.append((inst.instance_id, seed, bool(info["dead_end"]), feasible))
+    return out
+
+
+def test_v1_episodes_on_settings_v0_never_dead_end_and_fit():
+    from hulk_env.env import PlacementEnvV1
+
+    runs = masked_episodes(PlacementEnvV1, settings_instances(), range(3))
+    assert [r for r in runs if r[2] or not r[3]] == []
+
+
+def test_v0_episodes_on_settings_v0_fit_when_they_end():
+    from hulk_env.env import PlacementEnv
+
+    runs = masked_episodes(PlacementEnv, settings_instances(), range(3))
+    assert [r for r in runs if not r[2] and not r[3]] == []  # v0 may dead-end, never overfill
+
+
+@pytest.mark.slow
+def test_plan_masks_fit_on_many_seeds_and_drawn_tight_plan_instances():
+    from hulk_env.env import PlacementEnv, PlacementEnvV1
+    from hulk_env.generators import make_generator
+    from hulk_env.parallelism import plan_active
+
+    gen = make_generator(
+        "random", plan_settings=True, hidden=(2048, 4096, 5120), num_blocks=(8, 24), data_parallel=(2, 4),
+        num_micro_batches=(8, 16), micro_batch_size=(1, 2, 4, 8), num_machines=(4, 10),
+    )
+    rng = np.random.default_rng(7)
+    drawn = [inst for inst in (gen(rng) for _ in range(40)) if plan_active(inst.workload)]
+    assert len(drawn) > 20
+    for inst in drawn[:15]:
+        random_walk(inst, seed=1)
+    instances = settings_instances() + drawn
+    v1 = masked_episodes(PlacementEnvV1, instances, range(6))
+    assert [r for r in v1 if r[2] or not r[3]] == []
+    v0 = masked_episodes(PlacementEnv, instances, range(6))
+    assert [r for r in v0 if not r[2] and not r[3]] == []
+
+
+def small_plan_instances(trials: int) -> list[Instance]:
+    """Random 3-machine, 2 x 4-slot instances with 1/2/4-GPU machines and drawn tensor parallel,
+    ZeRO and micro-batch size, kept when the naive placement fits (as the generators keep them)."""
+    from hulk_env.generators import naive_fits_memory
+
+    rng = np.random.default_rng(0)
+    out = []
+    for trial in range(trials):
+        m, n_layers = 3, 4
+        gpus, mem = rng.choice([1, 2, 4], size=m), rng.uniform(4e9, 12e9, size=m)
+        machines = tuple(Machine(f"m{i}", f"r{i}", "custom", int(g), 1e14, float(b)) for i, (g, b) in enumerate(zip(gpus, mem, strict=True)))
+        lat = np.full((m, m), 1e-3) - np.eye(m) * 1e-3
+        bw = np.full((m, m), 1e9)
+        np.fill_diagonal(bw, np.inf)
+        workload = make_chain(
+            [1e12] * n_layers, [1e6] * n_layers, params=list(rng.uniform(0.5e9, 1.5e9, n_layers) / 16),
+            stash=list(rng.uniform(0.5e8, 3e8, n_layers)), data_parallel=2,
+            schedule=str(rng.choice(["1f1b", "gpipe"])), num_micro_batches=int(rng.choice([2, 4])),
+        ).with_training(
+            tensor_parallel=int(rng.choice([1, 2])), zero=int(rng.choice([0, 1, 2, 3])), micro_batch_size=int(rng.choice([1, 2, 3])),
+        )  # fmt: skip
+        inst = Instance(Cluster(machines, lat, bw, name="plan"), workload, f"plan-{trial}")
+        if naive_fits_memory(inst):
+            out.append(inst)
+    return out
+
+
+def plan_conservativeness(trials: int) -> Conservativeness:
+    instances = small_plan_instances(trials)
+    assert all(type(start_witness(inst)) is completion.PlanWitness for inst in instances)
+    per_instance = [mask_conservativeness(inst) for inst in instances]
+    return sum(per_instance, Conservativeness(0, 0, 0, 0, 0))
+
+
+def test_plan_mask_is_sound_exhaustively_on_small_plan_instances():
+    total = plan_conservativeness(10)
+    assert total.states > 1000 and total.unsound == 0
+    assert total.hidden_share < 0.01
+
+
+@pytest.mark.slow
+def test_plan_mask_is_sound_and_hides_little_on_more_small_plan_instances():
+    # 40 draws keep 29 instances: 83,559 states, 136 of 234,794 completable actions hidden (0.06%)
+    total = plan_conservativeness(40)
+    assert total.unsound == 0 and total.states > 50_000
+    assert total.hidden_share < 0.005

@@ -262,12 +262,11 @@ def test_cost_reward_run_validates_on_dollars(tmp_path):
     assert recorded == pytest.approx(float(np.mean(scores)), abs=2e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="known: the env's mask bounds a slot's memory with one data-parallel group "
-                   "per machine (feasibility.state_lower_bytes), so with tensor parallel below a machine's GPU count "
-                   "(d_m > 1 groups, each holding a copy) an episode can end over the cost model's memory")  # fmt: skip
 def test_env_mask_keeps_tensor_parallel_groups_within_memory():
     """settings-v0/2 (TP 4, ZeRO 2, D 2; d_m = 2 on its 8-GPU boxes): the highest-index allowed
-    machine at every step ends 1.27x over one machine's memory under cost.memory_use_bytes."""
+    machine at every step ended 1.27x over one machine's memory under cost.memory_use_bytes when
+    the mask bounded a slot with one data-parallel group per machine (issue 35); the mask now
+    uses every machine's own rates (feasibility.plan_slot_memory)."""
     inst = suite_instance("settings-v0", 2)
     env = PlacementEnvV1(generator=InstanceListGenerator((inst,)))
     obs, _ = env.reset(options={"instance": inst})

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from hulk_env import cost
 from hulk_env.completion import MEMORY_RTOL  # the masks' memory margin (v0 and v1 alike)
 from hulk_env.errors import HulkInputError
-from hulk_env.feasibility import capacity_reason
+from hulk_env.feasibility import capacity_reason, plan_slot_memory
 from hulk_env.instance import Instance
 from hulk_env.reference import naive_placement
 from hulk_env.rewards import UNPLACED
@@ -129,6 +129,9 @@ class StaticParts:
         capacity_bytes: ``[M]`` memory the mask lets each machine fill (``(1 - MEMORY_RTOL) x``).
         state_bytes: per layer, model-state bytes (``state_bytes_per_param x params``).
         stash_bytes: per layer, stashed bytes per micro-batch.
+        plan_state_bytes, plan_stash_bytes: ``[L, M]`` under plan settings, the same per
+            machine (:func:`hulk_env.feasibility.plan_slot_memory`, the cost model's rule: the
+            mask uses them instead of ``state_bytes``, ``stash_bytes``); ``None`` without.
         train_s: ``[L, M]`` training seconds of a layer on a machine per micro-batch
             (:func:`hulk_env.cost.train_flops`: forward, backward, recomputation).
         predecessors: per layer, its predecessors.
@@ -162,6 +165,8 @@ class StaticParts:
     layer_mask: np.ndarray
     layer_machine: np.ndarray
     globals_: np.ndarray
+    plan_state_bytes: np.ndarray | None = None
+    plan_stash_bytes: np.ndarray | None = None
 
 
 DENSE_LINKS_MAX = 256  # above this many machines the episode-end breakdown skips the [M, M] links
@@ -241,7 +246,20 @@ def build_static(
         layer_mask=layer_mask,
         layer_machine=layer_machine,
         globals_=globals_,
+        **_plan_rates(instance),
     )
+
+
+def _plan_rates(instance: Instance) -> dict[str, np.ndarray | None]:
+    """The mask's per-machine slot rates ``[L, M]`` under plan settings (rows: one layer's
+    machines, what a step reads), ``None`` without."""
+    rates = plan_slot_memory(instance.cluster, instance.workload, experts="upper")
+    if rates is None:
+        return {}
+    state, stash = (np.ascontiguousarray(x.T) for x in rates)
+    for arr in (state, stash):
+        arr.setflags(write=False)
+    return {"plan_state_bytes": state, "plan_stash_bytes": stash}
 
 
 def _machine_features(instance: Instance, max_machines: int) -> np.ndarray:

@@ -58,9 +58,13 @@ class PlacementEnv(gym.Env):
     ``Discrete(max_machines)``: the machine for the current slot. ``action_masks()`` (the
     sb3-contrib convention; also ``obs["action_mask"]`` and ``info["action_mask"]``) marks the
     real machines that can take the layer: with it placed there, every machine stays within
-    ``(1 - MEMORY_RTOL)`` of its memory under ``cost.memory_use_bytes``'s rule, including the
-    1F1B rule: a machine new to the replica raises its stash count ``min(m, depth)``, which
-    adds stash on all of the replica's machines, so it is valid only if they all still fit.
+    ``(1 - MEMORY_RTOL)`` of its memory under ``cost.memory_use_bytes``'s rule (under plan
+    settings per machine: the ``d_m`` data-parallel groups inside a machine each hold a copy of
+    the slot's sharded state and the busiest one stashes its share,
+    :func:`hulk_env.feasibility.plan_slot_memory`; routed MoE experts are bounded by all of a
+    layer's experts per slot), including the 1F1B rule: a machine new to the replica raises
+    its stash count ``min(m, depth)``, which adds stash on all of the replica's machines, so it
+    is valid only if they all still fit.
     Hence every completed placement is memory-feasible, and every memory-feasible placement
     can be reached through valid actions. Once the episode has ended the mask marks every real
     machine (no action is taken from a final observation; an all-zero mask would make masked

@@ -64,7 +64,8 @@ class EpisodeState(EpisodeArrays):
         held: per machine, slots placed on it.
         in_replica: ``[M]`` machines holding a layer of the current replica.
         replica_stash_bytes: ``[M]`` stash bytes per micro-batch of the current replica's
-            layers on each machine (what grows when the replica's stash count grows).
+            layers on each machine (what grows when the replica's stash count grows; under
+            plan settings at each machine's rate, ``StaticParts.plan_stash_bytes``).
         depth: distinct machines of the current replica.
         stash_count: micro-batches the current replica stashes now (``min(m, depth)`` for
             1F1B, ``m`` for GPipe).
@@ -205,12 +206,16 @@ def observation(s: EpisodeState | Any) -> dict[str, np.ndarray]:
 
 
 def update_mask(s: EpisodeState) -> None:
-    """Set ``s.mask`` for slot ``s.t`` (exact memory rule, see :class:`hulk_env.env.PlacementEnv`)."""
+    """Set ``s.mask`` for slot ``s.t`` (exact memory rule, see :class:`hulk_env.env.PlacementEnv`;
+    under plan settings with each machine's own slot rates, as ``cost.memory_use_bytes``)."""
     static = s.static
     m = static.num_machines
     layer = s.t % static.num_layers
     free = static.capacity_bytes - s.used_bytes
-    state_b, stash_b = static.state_bytes[layer], static.stash_bytes[layer]
+    if static.plan_state_bytes is None:
+        state_b, stash_b = static.state_bytes[layer], static.stash_bytes[layer]
+    else:  # plan settings: every machine its own rates ([M] rows; the same formulas below)
+        state_b, stash_b = static.plan_state_bytes[layer], static.plan_stash_bytes[layer]
     k = s.stash_count
     k_new = k if static.gpipe else min(static.num_micro_batches, s.depth + 1)
     if k_new == k:
@@ -245,8 +250,12 @@ def apply(s: EpisodeState, a: int) -> None:
                 s.machine_features[: static.num_machines, M_FREE] = (cap - used) / cap
             s.stash_count = s.depth
             views.globals_[G_STASH] = s.depth / static.num_micro_batches
-    stash = static.stash_bytes[layer]
-    used[a] += static.state_bytes[layer] + s.stash_count * stash
+    if static.plan_state_bytes is None:
+        stash = static.stash_bytes[layer]
+        used[a] += static.state_bytes[layer] + s.stash_count * stash
+    else:
+        stash = float(static.plan_stash_bytes[layer, a])
+        used[a] += float(static.plan_state_bytes[layer, a]) + s.stash_count * stash
     s.replica_stash_bytes[a] += stash
     load = s.load_s[a] + static.train_s[layer, a]
     s.load_s[a] = load
