@@ -27,14 +27,15 @@ def _cpu_s() -> float:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """With ``HULK_TEST_CPU_LOG=FILE``: append ``<cpu seconds> <test id>`` per test (setup, call
-    and teardown), a measure that a loaded shared machine does not inflate as it does wall time."""
+    """With ``HULK_TEST_CPU_LOG=FILE``: append ``<cpu seconds> <test id> <wall seconds>`` per test
+    (setup, call and teardown). CPU is a measure that a loaded shared machine does not inflate as
+    it does wall time; wall well above CPU marks a test that waits (a subprocess's start, Ray)."""
     log = os.environ.get(CPU_LOG_ENV)
-    start = _cpu_s() if log else 0.0
+    start, start_wall = (_cpu_s(), time.perf_counter()) if log else (0.0, 0.0)
     yield
     if log:
         with open(log, "a", encoding="utf-8") as fh:
-            fh.write(f"{_cpu_s() - start:.3f} {item.nodeid}\n")
+            fh.write(f"{_cpu_s() - start:.3f} {item.nodeid} {time.perf_counter() - start_wall:.3f}\n")
 
 
 @pytest.fixture(scope="session")
