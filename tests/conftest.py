@@ -16,8 +16,13 @@ CPU_LOG_ENV = "HULK_TEST_CPU_LOG"  # a file: each test's CPU seconds (its own an
 
 # pytest-xdist sets COLUMNS in its workers (the main process's width); the CLI takes COLUMNS as a
 # terminal's width and wraps its tables in it, where a serial run prints them whole: unset it.
+# Each worker has a core to itself (make test: 2 workers on 2 cores): torch's (OpenMP's) own threads
+# only oversubscribe them (their spin-waits cost ~20% more CPU in a loaded run), so one thread per
+# worker, its child processes included, unless the caller set otherwise.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
+    for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_threads, "1")
 
 
 def _cpu_s() -> float:
