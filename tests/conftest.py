@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -49,35 +51,55 @@ def hulk_data() -> Path:
     return paper_data_dir()
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], Path]) -> Path:
+    """``build(a fresh directory)``'s result, built by the first pytest-xdist worker that asks and
+    reused by the others (a lock file in the run's temp root, which the workers share), so a
+    session fixture costs one build per run rather than one per worker. Its users only read it."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp(name))
+    root = tmp_path_factory.getbasetemp().parent  # this run's; each worker's basetemp lies under it
+    done = root / f"{name}.built"  # holds the result's path, written once the build succeeded
+    with open(root / f"{name}.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():  # a failed build leaves none: the next worker tries in its own dir
+            done.write_text(str(build(tmp_path_factory.mktemp(name))), encoding="utf-8")
+        return Path(done.read_text(encoding="utf-8"))
+
+
 @pytest.fixture(scope="session")
 def geo_evaluation(tmp_path_factory) -> Path:
     """``hulk evaluate`` on two geo-v0 instances (coordinates: the report draws a world map):
-    its output directory, report included. Shared by the report tests."""
+    its output directory, report included. Shared by the report tests (built once per run)."""
     from typer.testing import CliRunner
 
     from hulk_cli.app import app
 
-    out = tmp_path_factory.mktemp("geo-eval")
-    result = CliRunner().invoke(
-        app, ["evaluate", "--suite", "geo-v0", "--limit", "2", "--methods", "naive,compute-greedy,latency-chain-dp",
-              "--out", str(out)], catch_exceptions=False,
-    )
-    assert result.exit_code == 0, result.output
-    assert f"report:{out / 'report.html'}" in "".join(result.output.split())  # rich may wrap a long path
-    return out
+    def build(out: Path) -> Path:
+        result = CliRunner().invoke(
+            app, ["evaluate", "--suite", "geo-v0", "--limit", "2", "--methods", "naive,compute-greedy,latency-chain-dp",
+                  "--out", str(out)], catch_exceptions=False,
+        )
+        assert result.exit_code == 0, result.output
+        assert f"report:{out / 'report.html'}" in "".join(result.output.split())  # rich may wrap a long path
+        return out
+
+    return built_once(tmp_path_factory, "geo-eval", build)
 
 
 @pytest.fixture(scope="session")
 def report_run_dir(tmp_path_factory) -> Path:
     """A smoke training run on the main job's instance (the paper's 47 machines x GPT-3 1.3B),
-    compared with two baselines as ``hulk train`` does at its end: a run directory to report."""
+    compared with two baselines as ``hulk train`` does at its end: a run directory to report
+    (built once per run)."""
     from agents.compare import evaluate_run
     from agents.config import TrainSettings
     from agents.train import train
 
-    out = tmp_path_factory.mktemp("report-runs")
-    settings = TrainSettings("smoke", ("train.torch_threads=1", "train.name=main", "env.generator=fixed",
-                                       "env.cluster=default", "env.model=default"), out=out)
-    run_dir = train(settings.resolve())
-    evaluate_run(run_dir, methods=["naive", "compute-greedy"], samples=0, progress=False)
-    return run_dir
+    def build(out: Path) -> Path:
+        settings = TrainSettings("smoke", ("train.torch_threads=1", "train.name=main", "env.generator=fixed",
+                                           "env.cluster=default", "env.model=default"), out=out)
+        run_dir = train(settings.resolve())
+        evaluate_run(run_dir, methods=["naive", "compute-greedy"], samples=0, progress=False)
+        return run_dir
+
+    return built_once(tmp_path_factory, "report-runs", build)
