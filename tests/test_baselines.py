@@ -401,14 +401,13 @@ def test_recut_keeps_the_machines_and_finds_the_dp_split_of_a_badly_cut_placemen
     from hulk_env.evaluation.suites import load_suite
     from hulk_env.reference import even_split
 
-    # the first geo-v0 instance whose latency-chain-dp placement is a pipeline of >= 3 stages
-    # that the same machines, in the same order, with the layers cut evenly make slower
-    for inst in load_suite("geo-v0"):
-        best = get_method("latency-chain-dp")(inst, 0, None).placement
-        chain = first_use_order(best[0])
-        bad = np.tile(chain[even_split(inst.num_layers, len(chain))], (inst.data_parallel, 1))
-        if len(chain) >= 3 and time_of(inst, bad) > time_of(inst, best):
-            break
+    # geo-v0/7 (10 machines): the first geo-v0 instance whose latency-chain-dp placement is a
+    # pipeline of >= 3 stages that the same machines, in the same order, with the layers cut
+    # evenly make slower (found by scanning the suite in order: 9 s of CPU on every run, now 0.2 s)
+    inst = load_suite("geo-v0")[7]
+    best = get_method("latency-chain-dp")(inst, 0, None).placement
+    chain = first_use_order(best[0])
+    bad = np.tile(chain[even_split(inst.num_layers, len(chain))], (inst.data_parallel, 1))
     assert len(chain) >= 3 and time_of(inst, bad) > time_of(inst, best)
     candidates = recut_candidates(inst, bad)
     assert candidates and all(set(np.unique(p)) <= set(chain.tolist()) for _, p in candidates)

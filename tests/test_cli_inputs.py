@@ -92,8 +92,11 @@ def test_import_refuses_an_unknown_output_type(tmp_path):
     ("spec", "shapes", "dtype"),
     [
         ("tests.torch_models:gpt_gqa", ["2,64"], "long"),
-        ("tests.torch_models:encoder_decoder", ["2,48", "2,16"], "long"),
-        ("tests.torch_models:resnet", ["4,3,32,32"], "float"),
+        # each `hulk import torch` is a child process importing torch (~4 s of CPU): the CLI path
+        # stays covered by gpt_gqa above, these two models' import (parameters, FLOPs, DAG) in
+        # process by test_import_torch::test_parameters_exact_and_flops_match_the_counter
+        pytest.param("tests.torch_models:encoder_decoder", ["2,48", "2,16"], "long", marks=pytest.mark.slow),
+        pytest.param("tests.torch_models:resnet", ["4,3,32,32"], "float", marks=pytest.mark.slow),
     ],
 )
 def test_import_torch_then_place(tmp_path, monkeypatch, spec, shapes, dtype):
@@ -113,9 +116,16 @@ def test_import_torch_then_place(tmp_path, monkeypatch, spec, shapes, dtype):
 
 
 BAD_TORCH = sorted(BAD_FILES.glob("torch_*.py"))
+# Each is a child process importing torch (2-4 s of CPU): one runs by default (the child's error
+# reaches the CLI as one line); every module's message is checked in process by
+# test_import_torch::test_bad_module_is_one_clear_line, the others through the CLI with -m slow.
+FAST_BAD_TORCH = "torch_not_a_module.py"
 
 
-@pytest.mark.parametrize("path", BAD_TORCH, ids=[p.name for p in BAD_TORCH])
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, id=p.name, marks=() if p.name == FAST_BAD_TORCH else pytest.mark.slow) for p in BAD_TORCH],
+)
 def test_bad_torch_module_is_one_line(tmp_path, monkeypatch, path):
     pytest.importorskip("torch")
     monkeypatch.chdir(BAD_FILES)
