@@ -257,18 +257,40 @@ class NeighbourAttention(nn.Module):
         k = self.heads
         proj = self.proj(self.norm(h))
         src = proj[..., hidden + k :]  # [B, M, heads]
-        targets = gather_rows(proj[..., : hidden + k], obs.neighbours)  # values and target scores, one gather
-        values, dst = targets[..., :hidden], targets[..., hidden:]  # [B, M, K, H], [B, M, K, heads]
+        dst = gather_rows(proj[..., hidden : hidden + k].contiguous(), obs.neighbours)  # [B, M, K, heads] target scores
         logits = nn.functional.leaky_relu(src.unsqueeze(2) + dst + self.edge(obs.neighbour_links), 0.2)
         logits = logits.masked_fill(~obs.neighbour_mask.unsqueeze(-1), _NEG)
         alpha = torch.softmax(logits, dim=2)  # over the neighbours
-        per_head = values.view(b, m, -1, k, self.head_dim)
-        agg = (alpha.unsqueeze(-1) * per_head).sum(2).reshape(b, m, hidden)
         gate = torch.sigmoid(self.gate(obs.neighbour_links)) * obs.neighbour_mask.unsqueeze(-1)
-        total = (gate.unsqueeze(-1) * per_head).sum(2).reshape(b, m, hidden) * _SUM_SCALE
-        h = h + torch.relu(self.out(agg) + self.sum_out(total))
+        # One weighted sum of the neighbours' values for both: [alpha | gate / K_0] (x 1/8 is exact).
+        sums = neighbour_sums(proj[..., :hidden], torch.cat([alpha, gate * _SUM_SCALE], dim=-1), obs.neighbours, k)
+        h = h + torch.relu(self.out(sums[:, 0]) + self.sum_out(sums[:, 1]))
         pooled = torch.cat([masked_mean(h, obs.machine_mask), masked_max(h, obs.machine_mask)], -1)
         return h + self.pooled(pooled).unsqueeze(1)
+
+
+def neighbour_sums(values: torch.Tensor, weights: torch.Tensor, neighbours: torch.Tensor, heads: int) -> torch.Tensor:
+    """``[B, T, M, H]``: ``out[b, t, i, head] = sum_j weights[b, i, j, t heads + head] values[b, n(i, j), head]``
+    for ``values [B, M, H]`` (``heads`` blocks of ``H / heads``), ``weights [B, M, K, T heads]`` and
+    ``neighbours [B, M, K]`` (a repeated neighbour counts as often as it is listed).
+
+    The same sum two ways, chosen by memory: the weights scattered into a ``[B, T heads, M, M]``
+    matrix times the values (one batched matmul; small while ``T heads M <= K H``, i.e. up to
+    ~128 machines at the default widths: no ``[B, M, K, H]`` tensor, 3-4x faster forward and
+    backward), else the values gathered per neighbour (``O(B M K H)``: memory linear in ``M``).
+    """
+    b, m, hidden = values.shape
+    k, c = neighbours.shape[-1], weights.shape[-1]
+    t, width = c // heads, hidden // heads
+    if c * m <= k * hidden:
+        dense = torch.zeros(b, c, m, m, dtype=values.dtype, device=values.device)
+        dense.scatter_add_(3, neighbours.unsqueeze(1).expand(b, c, m, k), weights.permute(0, 3, 1, 2))
+        per_head = values.view(b, m, heads, width).transpose(1, 2).unsqueeze(1)  # [B, 1, heads, M, width]
+        out = torch.matmul(dense.view(b, t, heads, m, m), per_head)  # [B, T, heads, M, width]
+        return out.transpose(2, 3).reshape(b, t, m, hidden)
+    per_head = gather_rows(values, neighbours).view(b, m, k, heads, width)
+    out = torch.einsum("bmjth,bmjhw->btmhw", weights.view(b, m, k, t, heads), per_head)
+    return out.reshape(b, t, m, hidden)
 
 
 class LayerDagConv(nn.Module):
