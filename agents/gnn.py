@@ -258,39 +258,45 @@ class NeighbourAttention(nn.Module):
         proj = self.proj(self.norm(h))
         src = proj[..., hidden + k :]  # [B, M, heads]
         dst = gather_rows(proj[..., hidden : hidden + k].contiguous(), obs.neighbours)  # [B, M, K, heads] target scores
-        logits = nn.functional.leaky_relu(src.unsqueeze(2) + dst + self.edge(obs.neighbour_links), 0.2)
+        # edge(links) | gate(links) as one linear (the links are the biggest input: B M K rows).
+        link_w = torch.cat([self.edge.weight, self.gate.weight])
+        edge, gate = nn.functional.linear(obs.neighbour_links, link_w, torch.cat([self.edge.bias, self.gate.bias])).split(k, -1)
+        logits = nn.functional.leaky_relu(src.unsqueeze(2) + dst + edge, 0.2)
         logits = logits.masked_fill(~obs.neighbour_mask.unsqueeze(-1), _NEG)
         alpha = torch.softmax(logits, dim=2)  # over the neighbours
-        gate = torch.sigmoid(self.gate(obs.neighbour_links)) * obs.neighbour_mask.unsqueeze(-1)
-        # One weighted sum of the neighbours' values for both: [alpha | gate / K_0] (x 1/8 is exact).
+        gate = torch.sigmoid(gate) * obs.neighbour_mask.unsqueeze(-1)
+        # Both weighted sums of the neighbours' values at once ([alpha | gate / K_0]; x 1/8 is
+        # exact), then W_o agg + W_s total as one linear of [agg | total].
         sums = neighbour_sums(proj[..., :hidden], torch.cat([alpha, gate * _SUM_SCALE], dim=-1), obs.neighbours, k)
-        h = h + torch.relu(self.out(sums[:, 0]) + self.sum_out(sums[:, 1]))
+        out_w = torch.cat([self.out.weight, self.sum_out.weight], dim=1)
+        h = h + torch.relu(nn.functional.linear(sums, out_w, self.out.bias))
         pooled = torch.cat([masked_mean(h, obs.machine_mask), masked_max(h, obs.machine_mask)], -1)
         return h + self.pooled(pooled).unsqueeze(1)
 
 
 def neighbour_sums(values: torch.Tensor, weights: torch.Tensor, neighbours: torch.Tensor, heads: int) -> torch.Tensor:
-    """``[B, T, M, H]``: ``out[b, t, i, head] = sum_j weights[b, i, j, t heads + head] values[b, n(i, j), head]``
-    for ``values [B, M, H]`` (``heads`` blocks of ``H / heads``), ``weights [B, M, K, T heads]`` and
-    ``neighbours [B, M, K]`` (a repeated neighbour counts as often as it is listed).
+    """``[B, M, T H]``: the ``T`` sums ``sum_j weights[b, i, j, t heads + head] values[b, n(i, j), head]``
+    side by side, for ``values [B, M, H]`` (``heads`` blocks of ``H / heads``), ``weights
+    [B, M, K, T heads]`` and ``neighbours [B, M, K]`` (a repeated neighbour counts as often as
+    it is listed).
 
-    The same sum two ways, chosen by memory: the weights scattered into a ``[B, T heads, M, M]``
-    matrix times the values (one batched matmul; small while ``T heads M <= K H``, i.e. up to
-    ~128 machines at the default widths: no ``[B, M, K, H]`` tensor, 3-4x faster forward and
+    The same sums two ways, chosen by memory: the weights scattered into a ``[B, heads, T, M, M]``
+    matrix times the values (one batched matmul; smaller while ``T heads M <= K H``, i.e. up to
+    ~128 machines at the default widths: no ``[B, M, K, H]`` tensor, ~3x faster forward and
     backward), else the values gathered per neighbour (``O(B M K H)``: memory linear in ``M``).
     """
     b, m, hidden = values.shape
     k, c = neighbours.shape[-1], weights.shape[-1]
     t, width = c // heads, hidden // heads
+    per_t = weights.view(b, m, k, t, heads)
     if c * m <= k * hidden:
-        dense = torch.zeros(b, c, m, m, dtype=values.dtype, device=values.device)
-        dense.scatter_add_(3, neighbours.unsqueeze(1).expand(b, c, m, k), weights.permute(0, 3, 1, 2))
-        per_head = values.view(b, m, heads, width).transpose(1, 2).unsqueeze(1)  # [B, 1, heads, M, width]
-        out = torch.matmul(dense.view(b, t, heads, m, m), per_head)  # [B, T, heads, M, width]
-        return out.transpose(2, 3).reshape(b, t, m, hidden)
-    per_head = gather_rows(values, neighbours).view(b, m, k, heads, width)
-    out = torch.einsum("bmjth,bmjhw->btmhw", weights.view(b, m, k, t, heads), per_head)
-    return out.reshape(b, t, m, hidden)
+        dense = torch.zeros(b, heads, t, m, m, dtype=values.dtype, device=values.device)
+        dense.scatter_add_(4, neighbours.view(b, 1, 1, m, k).expand(b, heads, t, m, k), per_t.permute(0, 4, 3, 1, 2))
+        per_head = values.view(b, m, heads, width).transpose(1, 2).reshape(b * heads, m, width)
+        out = torch.bmm(dense.view(b * heads, t * m, m), per_head).view(b, heads, t, m, width)
+        return out.permute(0, 3, 2, 1, 4).reshape(b, m, t * hidden)
+    gathered = gather_rows(values, neighbours).view(b, m, k, heads, width)
+    return torch.einsum("bmjth,bmjhw->bmthw", per_t, gathered).reshape(b, m, t * hidden)
 
 
 class LayerDagConv(nn.Module):
