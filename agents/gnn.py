@@ -258,13 +258,11 @@ class NeighbourAttention(nn.Module):
         proj = self.proj(self.norm(h))
         src = proj[..., hidden + k :]  # [B, M, heads]
         dst = gather_rows(proj[..., hidden : hidden + k].contiguous(), obs.neighbours)  # [B, M, K, heads] target scores
-        # edge(links) | gate(links) as one linear (the links are the biggest input: B M K rows).
-        link_w = torch.cat([self.edge.weight, self.gate.weight])
-        edge, gate = nn.functional.linear(obs.neighbour_links, link_w, torch.cat([self.edge.bias, self.gate.bias])).split(k, -1)
-        logits = nn.functional.leaky_relu(src.unsqueeze(2) + dst + edge, 0.2)
+        logits = nn.functional.leaky_relu(src.unsqueeze(2) + dst + self.edge(obs.neighbour_links), 0.2)
         logits = logits.masked_fill(~obs.neighbour_mask.unsqueeze(-1), _NEG)
-        alpha = torch.softmax(logits, dim=2)  # over the neighbours
-        gate = torch.sigmoid(gate) * obs.neighbour_mask.unsqueeze(-1)
+        # Softmax over the neighbours, taken along the last axis (~3x faster than over axis 2).
+        alpha = torch.softmax(logits.transpose(2, 3).contiguous(), dim=-1).transpose(2, 3)
+        gate = torch.sigmoid(self.gate(obs.neighbour_links)) * obs.neighbour_mask.unsqueeze(-1)
         # Both weighted sums of the neighbours' values at once ([alpha | gate / K_0]; x 1/8 is
         # exact), then W_o agg + W_s total as one linear of [agg | total].
         sums = neighbour_sums(proj[..., :hidden], torch.cat([alpha, gate * _SUM_SCALE], dim=-1), obs.neighbours, k)
