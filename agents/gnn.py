@@ -7,8 +7,9 @@ observation"). It reads three graphs that share the batch axis ``B``:
 * the **machine graph** (``M`` machines): each machine attends over its ``K`` listed
   neighbours (its nearest machines and a gateway per nearby region, ``neighbours``), GAT-style
   additive scores plus a per-head term linear in the link features (latency, bandwidth), then
-  reads the pooled mean and max of all machines (a global view: ``O(M)``). Nothing is
-  ``O(M^2)``: work and memory grow as ``B M K H``;
+  reads the pooled mean and max of all machines (a global view: ``O(M)``). Memory grows as
+  ``B M K H``: the neighbour sums take a dense ``[M, M]`` form only while it is the smaller
+  (:func:`neighbour_sums`, up to ~128 machines at the default widths);
 * the **layer DAG** (``N`` (replica, layer) slots): mean messages from predecessors and from
   successors along the edge list, scattered with ``index_add`` (``O(B E H)``, no ``[N, N]``
   adjacency);
@@ -236,7 +237,7 @@ class NeighbourAttention(nn.Module):
     link features) and not normalised: attention weights sum to one, so they can say what the
     neighbours are like but not how many there are -- how much compute and memory lie within a
     few milliseconds, which decides where a pipeline should start. Additive scores cost ``O(K)``
-    per machine and head; the gathered values ``O(K H)``.
+    per machine and head; the weighted sums ``O(K H)`` (:func:`neighbour_sums`).
     """
 
     def __init__(self, hidden: int, heads: int) -> None:
@@ -272,7 +273,9 @@ class NeighbourAttention(nn.Module):
         return h + self.pooled(pooled).unsqueeze(1)
 
 
-def neighbour_sums(values: torch.Tensor, weights: torch.Tensor, neighbours: torch.Tensor, heads: int) -> torch.Tensor:
+def neighbour_sums(
+    values: torch.Tensor, weights: torch.Tensor, neighbours: torch.Tensor, heads: int, dense: bool | None = None
+) -> torch.Tensor:
     """``[B, M, T H]``: the ``T`` sums ``sum_j weights[b, i, j, t heads + head] values[b, n(i, j), head]``
     side by side, for ``values [B, M, H]`` (``heads`` blocks of ``H / heads``), ``weights
     [B, M, K, T heads]`` and ``neighbours [B, M, K]`` (a repeated neighbour counts as often as
@@ -282,16 +285,17 @@ def neighbour_sums(values: torch.Tensor, weights: torch.Tensor, neighbours: torc
     matrix times the values (one batched matmul; smaller while ``T heads M <= K H``, i.e. up to
     ~128 machines at the default widths: no ``[B, M, K, H]`` tensor, ~3x faster forward and
     backward), else the values gathered per neighbour (``O(B M K H)``: memory linear in ``M``).
+    ``dense`` forces one way (tests).
     """
     b, m, hidden = values.shape
     k, c = neighbours.shape[-1], weights.shape[-1]
     t, width = c // heads, hidden // heads
     per_t = weights.view(b, m, k, t, heads)
-    if c * m <= k * hidden:
-        dense = torch.zeros(b, heads, t, m, m, dtype=values.dtype, device=values.device)
-        dense.scatter_add_(4, neighbours.view(b, 1, 1, m, k).expand(b, heads, t, m, k), per_t.permute(0, 4, 3, 1, 2))
+    if dense if dense is not None else c * m <= k * hidden:
+        matrix = torch.zeros(b, heads, t, m, m, dtype=values.dtype, device=values.device)
+        matrix.scatter_add_(4, neighbours.view(b, 1, 1, m, k).expand(b, heads, t, m, k), per_t.permute(0, 4, 3, 1, 2))
         per_head = values.view(b, m, heads, width).transpose(1, 2).reshape(b * heads, m, width)
-        out = torch.bmm(dense.view(b * heads, t * m, m), per_head).view(b, heads, t, m, width)
+        out = torch.bmm(matrix.view(b * heads, t * m, m), per_head).view(b, heads, t, m, width)
         return out.permute(0, 3, 2, 1, 4).reshape(b, m, t * hidden)
     gathered = gather_rows(values, neighbours).view(b, m, k, heads, width)
     return torch.einsum("bmjth,bmjhw->bmthw", per_t, gathered).reshape(b, m, t * hidden)
