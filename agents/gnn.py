@@ -457,8 +457,7 @@ def split_features(features: torch.Tensor, hidden_dim: int, summary_dim: int) ->
     b = features.shape[0]
     s = len(SIGNALS)
     m = (features.shape[1] - summary_dim) // (hidden_dim + 1 + s)
-    cut = m * hidden_dim
-    z = features[:, :cut].view(b, m, hidden_dim)
-    mask = features[:, cut : cut + m] > 0.5
-    signals = features[:, cut + m : cut + m + s * m].view(b, s, m)
-    return MachineEmbeddings(z, mask, signals, features[:, cut + m + s * m :])
+    # One split, not four slices: its backward is one concatenation, where each slice's
+    # allocates and fills a zero gradient of the whole width.
+    z, mask, signals, summary = features.split([m * hidden_dim, m, s * m, features.shape[1] - m * (hidden_dim + 1 + s)], dim=1)
+    return MachineEmbeddings(z.view(b, m, hidden_dim), mask > 0.5, signals.view(b, s, m), summary)
