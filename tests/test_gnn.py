@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from agents.decision.inference import single_thread
-from agents.network.gnn import SIGNALS, assignment, edge_list, split_features
-from agents.network.saved_policy import build_policy_network
+from agents.network.gnn import SIGNALS, assignment, edge_list, neighbour_sums, split_features
+from agents.network.saved_policy import build_policy_network, load_policy
 from agents.training.shaping import StayLookahead
 from hulk_env.env import MACHINE_FEATURES_V1, PlacementEnvV1
 from hulk_env.feasibility import Padding
@@ -213,3 +216,82 @@ def test_share_room_is_the_memory_left_if_later_replicas_copy_the_current_one(d)
         obs, _, terminated, _, _ = env.step(a)
         if terminated:
             break
+
+
+def _listed_sums(values: torch.Tensor, weights: torch.Tensor, neighbours: torch.Tensor, heads: int) -> torch.Tensor:
+    """:func:`agents.network.gnn.neighbour_sums` by its definition, one listed neighbour at a time."""
+    b, m, hidden = values.shape
+    k, t, width = neighbours.shape[-1], weights.shape[-1] // heads, hidden // heads
+    out = torch.zeros(b, m, t, heads, width, dtype=torch.float64)
+    for s in range(b):
+        for i in range(m):
+            for j in range(k):
+                v = values[s, int(neighbours[s, i, j])].double().view(heads, width)
+                out[s, i] += weights[s, i, j].double().view(t, heads, 1) * v
+    return out.reshape(b, m, t * hidden).float()
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_neighbour_sums_are_the_weighted_sums_over_the_listed_neighbours(dense):
+    gen = torch.Generator().manual_seed(0)
+    b, m, k, heads, t = 3, 7, 5, 2, 2
+    values = torch.randn(b, m, heads * 3, generator=gen)
+    weights = torch.rand(b, m, k, t * heads, generator=gen)
+    neighbours = torch.randint(0, m, (b, m, k), generator=gen)
+    neighbours[0, 0] = 2  # one machine listed k times counts k times
+    got = neighbour_sums(values, weights, neighbours, heads, dense=dense)
+    torch.testing.assert_close(got, _listed_sums(values, weights, neighbours, heads), atol=1e-5, rtol=1e-5)
+
+
+def test_neighbour_sums_dense_and_gathered_agree_with_gradients():
+    gen = torch.Generator().manual_seed(1)
+    b, m, k, heads = 4, 9, 6, 2
+    values = torch.randn(b, m, 8, generator=gen, requires_grad=True)
+    weights = torch.rand(b, m, k, 2 * heads, generator=gen, requires_grad=True)
+    neighbours = torch.randint(0, m, (b, m, k), generator=gen)
+    grads = []
+    for dense in (True, False):
+        out = neighbour_sums(values, weights, neighbours, heads, dense=dense)
+        grads.append((out, *torch.autograd.grad((out * torch.arange(out.numel()).view_as(out).sin()).sum(), (values, weights))))
+    for a, b_ in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b_, atol=1e-5, rtol=1e-5)
+
+
+def test_shipped_policy_same_outputs_on_either_neighbour_sum_and_without_gradients(monkeypatch):
+    """The fast paths change no number of the shipped policy: its logits and values on
+    observations of clusters at both sides of the dense/gathered switch are the same either
+    way, and its SB3 forward without gradients (PPO's rollouts, under inference_mode) gives the
+    actions, values and log-probabilities it gives with them."""
+    import agents.network.gnn as gnn
+    from agents.decision.inference import instance_env
+    from agents.network.saved_policy import lookahead_of, plan_of
+
+    loaded = load_policy(Path(__file__).resolve().parents[1] / "agents" / "pretrained" / "gnn-ppo")
+    policy, rng = loaded.policy, np.random.default_rng(0)
+    for machines in (12, 47, 160):
+        inst = RandomGeoGenerator(num_machines=(machines, machines), num_regions=(3, 6), num_blocks=(4, 4), data_parallel=(2,))(rng)
+        env = instance_env(inst, lookahead_of(loaded.meta), plan=plan_of(loaded.meta))
+        obs, _ = env.reset()
+        batch, masks = [], []
+        for _ in range(6):
+            batch.append(obs)
+            masks.append(env.action_masks())
+            obs, _, terminated, truncated, _ = env.step(int(rng.choice(np.flatnonzero(masks[-1]))))
+            if terminated or truncated:
+                break
+        tensors = {key: torch.as_tensor(np.stack([o[key] for o in batch])).float() for key in batch[0]}
+        action_masks = np.stack(masks)
+        with torch.no_grad():
+            auto = policy.action_logits(tensors), policy.predict_values(tensors)
+            fast = policy(tensors, deterministic=True, action_masks=action_masks)
+        slow = policy(tensors, deterministic=True, action_masks=action_masks)  # with gradients
+        assert torch.equal(fast[0], slow[0])
+        for a, b in zip(fast[1:], slow[1:], strict=True):
+            torch.testing.assert_close(a, b.detach(), atol=1e-5, rtol=1e-5)
+        for dense in (True, False):
+            with monkeypatch.context() as patch:
+                patch.setattr(gnn, "neighbour_sums", partial(neighbour_sums, dense=dense))
+                with torch.no_grad():
+                    forced = policy.action_logits(tensors), policy.predict_values(tensors)
+            for a, b in zip(auto, forced, strict=True):
+                torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-5)
