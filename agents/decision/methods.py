@@ -59,6 +59,8 @@ POLISH_TEMPERATURE = 1.0
 RECUT_SHARE = 0.2  # of the polish budget, for the re-cut candidates (best DP estimates first)
 CHAIN_SHARE = 0.2  # of the polish budget, for the chains started from the policy's machines
 CHAIN_STARTS = 16  # start machines of those chains at most (each costs one stage DP)
+FAST_SHARE = 0.2  # of the polish budget, for chains over the fast machines only (D > 1)
+REGION_SHARE = 0.02  # of the polish budget, for the region-aligned placements (D > 1; ~3 x CHAIN_STARTS at most)
 # The polish's own decision starts (network, then in the best region): the greedy decision's
 # 8 + 4 (agents.decision.inference.START_CANDIDATES, REFINE_STARTS) build up to 12 plans of up to 256
 # evaluations each, which on unseen-v0's 512-machine instances spent more than POLISH_BUDGET
@@ -108,6 +110,8 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
         )  # fmt: skip
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
         chains = chain_starts(instance, starts, int(CHAIN_SHARE * total))
+        chains += fast_starts(instance, starts, int(FAST_SHARE * total))
+        chains += region_starts(instance, starts, int(REGION_SHARE * total))
         starts = chains + recut_starts(instance, starts, int(RECUT_SHARE * total)) + starts
         result = anneal(instance, seed, max(len(starts), total - counter.evals), starts=starts)
     return PlacementResult(POLISHED, result.placement, counter.evals, result.reason)
@@ -126,6 +130,40 @@ def chain_starts(instance: Instance, placements: list[np.ndarray], budget: int, 
     for p in placements:
         machines += [int(m) for m in first_use_order(np.asarray(p).reshape(-1)) if int(m) not in machines]
     return best_of(instance, chains_from(instance, machines[:CHAIN_STARTS]), budget, keep)
+
+
+def fast_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
+    """The ``keep`` fastest candidates of the chains over the cluster's fast machines only
+    (:func:`hulk_env.baselines.fast_chains.fast_chain_candidates`; with ``D > 1``), started
+    from the machines the policy's placements use first, within ``budget`` evaluations."""
+    from hulk_env.baselines.fast_chains import fast_chain_candidates
+
+    if instance.data_parallel < 2 or budget <= 0:
+        return []
+    return best_of(instance, fast_chain_candidates(instance, policy_machines(placements), CHAIN_STARTS), budget, keep)
+
+
+def region_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
+    """The ``keep`` fastest region-aligned placements
+    (:func:`hulk_env.baselines.region_aligned.region_aligned_candidates`; with ``D > 1``), their
+    region orders from the machines the policy's placements use first, then the others, at
+    most :data:`CHAIN_STARTS` starts, within ``budget`` evaluations."""
+    from hulk_env.baselines.region_aligned import region_aligned_candidates
+
+    if instance.data_parallel < 2 or budget <= 0:
+        return []
+    machines = list(dict.fromkeys(policy_machines(placements) + list(range(instance.num_machines))))
+    return best_of(instance, region_aligned_candidates(instance, machines[:CHAIN_STARTS]), budget, keep)
+
+
+def policy_machines(placements: list[np.ndarray]) -> list[int]:
+    """The machines of ``placements`` in first-use order, placement after placement."""
+    from hulk_env.baselines.chains import first_use_order
+
+    machines: list[int] = []
+    for p in placements:
+        machines += [int(m) for m in first_use_order(np.asarray(p).reshape(-1)) if int(m) not in machines]
+    return machines
 
 
 def recut_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
