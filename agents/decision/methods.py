@@ -13,7 +13,10 @@
   each also *re-cut*: its machines kept in their pipeline order, the layers split again by the
   stage DP (:func:`hulk_env.baselines.chains.recut_candidates`, the policy's most common error
   being a stage boundary), and ``latency-chain-dp``'s chains started from the machines they
-  use (:func:`chain_starts`: the policy says where, the DP how to cut); the best of those are
+  use (:func:`chain_starts`: the policy says where, the DP how to cut), and with several
+  replicas two constructive families the chain layouts miss: chains over the cluster's fast
+  machines only (:func:`fast_starts`) and region-aligned replicas, every layer's gradient ring
+  in one region (:func:`region_starts`); the best of those are
   the extra starting points of ``anneal`` (the searches' shared start,
   :func:`hulk_env.baselines.seeds.search_start`, which adds the heuristics' placements), within
   :data:`POLISH_BUDGET` cost evaluations in all, the policy's rollouts, re-cuts and chains
@@ -146,14 +149,13 @@ def fast_starts(instance: Instance, placements: list[np.ndarray], budget: int, k
 def region_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
     """The ``keep`` fastest region-aligned placements
     (:func:`hulk_env.baselines.region_aligned.region_aligned_candidates`; with ``D > 1``), their
-    region orders from the machines the policy's placements use first, then the others, at
-    most :data:`CHAIN_STARTS` starts, within ``budget`` evaluations."""
+    region orders from the first :data:`CHAIN_STARTS` machines the policy's placements use and
+    from every region, within ``budget`` evaluations."""
     from hulk_env.baselines.region_aligned import region_aligned_candidates
 
     if instance.data_parallel < 2 or budget <= 0:
         return []
-    machines = list(dict.fromkeys(policy_machines(placements) + list(range(instance.num_machines))))
-    return best_of(instance, region_aligned_candidates(instance, machines[:CHAIN_STARTS]), budget, keep)
+    return best_of(instance, region_aligned_candidates(instance, policy_machines(placements)[:CHAIN_STARTS]), budget, keep)
 
 
 def policy_machines(placements: list[np.ndarray]) -> list[int]:
