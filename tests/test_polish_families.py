@@ -96,3 +96,11 @@ def test_polish_with_the_families_stays_in_budget_and_beats_its_region_start(tig
     assert start
     t_start = cost.iteration_time(tight.cluster, tight.workload, start[0])
     assert cost.iteration_time(tight.cluster, tight.workload, result.placement) <= t_start
+
+
+def test_the_development_experiment_reads_validation_instances_only():
+    from experiments.polish_d4 import _split
+
+    assert _split("val-xl-v0/49") == ("val-xl-v0", 49)
+    with pytest.raises(SystemExit, match="validation instances only"):
+        _split("unseen-v1/5")
