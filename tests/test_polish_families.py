@@ -6,9 +6,14 @@ import numpy as np
 import pytest
 
 from hulk_env import cost
-from hulk_env.baselines.fast_chains import fast_chain_candidates, fast_pools, flops_tiers
-from hulk_env.baselines.region_aligned import aligned_fill, deal_machines, region_aligned_candidates, region_order
 from hulk_env.baselines.common import NeighbourOrder
+from hulk_env.baselines.fast_chains import fast_chain_candidates, fast_pools, flops_tiers
+from hulk_env.baselines.region_aligned import (
+    aligned_fill,
+    deal_machines,
+    region_aligned_candidates,
+    region_order,
+)
 from hulk_env.evaluation import suite_instance
 from hulk_env.testing import placement_problems
 

@@ -63,7 +63,8 @@ RECUT_SHARE = 0.2  # of the polish budget, for the re-cut candidates (best DP es
 CHAIN_SHARE = 0.2  # of the polish budget, for the chains started from the policy's machines
 CHAIN_STARTS = 16  # start machines of those chains at most (each costs one stage DP)
 FAST_SHARE = 0.2  # of the polish budget, for chains over the fast machines only (D > 1)
-REGION_SHARE = 0.02  # of the polish budget, for the region-aligned placements (D > 1; ~3 x CHAIN_STARTS at most)
+REGION_SHARE = 0.02  # of the polish budget, for the region-aligned placements (D > 1; a few dozen)
+SEARCH_FLOOR = 0.2  # of the polish budget, kept for anneal whatever the families above would spend
 # The polish's own decision starts (network, then in the best region): the greedy decision's
 # 8 + 4 (agents.decision.inference.START_CANDIDATES, REFINE_STARTS) build up to 12 plans of up to 256
 # evaluations each, which on unseen-v0's 512-machine instances spent more than POLISH_BUDGET
@@ -113,8 +114,11 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
         )  # fmt: skip
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
         chains = chain_starts(instance, starts, int(CHAIN_SHARE * total))
-        chains += fast_starts(instance, starts, int(FAST_SHARE * total))
-        chains += region_starts(instance, starts, int(REGION_SHARE * total))
+        # The multi-replica families take only what the re-cuts and a floor of the search leave
+        # (on 512-machine instances the policy's plans can spend most of the budget first).
+        keep_back = int((RECUT_SHARE + SEARCH_FLOOR) * total)
+        chains += region_starts(instance, starts, min(int(REGION_SHARE * total), max(0, total - counter.evals - keep_back)))
+        chains += fast_starts(instance, starts, min(int(FAST_SHARE * total), max(0, total - counter.evals - keep_back)))
         starts = chains + recut_starts(instance, starts, int(RECUT_SHARE * total)) + starts
         result = anneal(instance, seed, max(len(starts), total - counter.evals), starts=starts)
     return PlacementResult(POLISHED, result.placement, counter.evals, result.reason)
