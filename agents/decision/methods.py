@@ -13,7 +13,10 @@
   each also *re-cut*: its machines kept in their pipeline order, the layers split again by the
   stage DP (:func:`hulk_env.baselines.chains.recut_candidates`, the policy's most common error
   being a stage boundary), and ``latency-chain-dp``'s chains started from the machines they
-  use (:func:`chain_starts`: the policy says where, the DP how to cut); the best of those are
+  use (:func:`chain_starts`: the policy says where, the DP how to cut), and with several
+  replicas two constructive families the chain layouts miss: chains over the cluster's fast
+  machines only (:func:`fast_starts`) and region-aligned replicas, every layer's gradient ring
+  in one region (:func:`region_starts`); the best of those are
   the extra starting points of ``anneal`` (the searches' shared start,
   :func:`hulk_env.baselines.seeds.search_start`, which adds the heuristics' placements), within
   :data:`POLISH_BUDGET` cost evaluations in all, the policy's rollouts, re-cuts and chains
@@ -59,6 +62,9 @@ POLISH_TEMPERATURE = 1.0
 RECUT_SHARE = 0.2  # of the polish budget, for the re-cut candidates (best DP estimates first)
 CHAIN_SHARE = 0.2  # of the polish budget, for the chains started from the policy's machines
 CHAIN_STARTS = 16  # start machines of those chains at most (each costs one stage DP)
+FAST_SHARE = 0.2  # of the polish budget, for chains over the fast machines only (D > 1)
+REGION_SHARE = 0.02  # of the polish budget, for the region-aligned placements (D > 1; a few dozen)
+SEARCH_FLOOR = 0.2  # of the polish budget, kept for anneal whatever the families above would spend
 # The polish's own decision starts (network, then in the best region): the greedy decision's
 # 8 + 4 (agents.decision.inference.START_CANDIDATES, REFINE_STARTS) build up to 12 plans of up to 256
 # evaluations each, which on unseen-v0's 512-machine instances spent more than POLISH_BUDGET
@@ -108,6 +114,11 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
         )  # fmt: skip
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
         chains = chain_starts(instance, starts, int(CHAIN_SHARE * total))
+        # The multi-replica families take only what the re-cuts and a floor of the search leave
+        # (on 512-machine instances the policy's plans can spend most of the budget first).
+        keep_back = int((RECUT_SHARE + SEARCH_FLOOR) * total)
+        chains += region_starts(instance, starts, min(int(REGION_SHARE * total), max(0, total - counter.evals - keep_back)))
+        chains += fast_starts(instance, starts, min(int(FAST_SHARE * total), max(0, total - counter.evals - keep_back)))
         starts = chains + recut_starts(instance, starts, int(RECUT_SHARE * total)) + starts
         result = anneal(instance, seed, max(len(starts), total - counter.evals), starts=starts)
     return PlacementResult(POLISHED, result.placement, counter.evals, result.reason)
@@ -126,6 +137,39 @@ def chain_starts(instance: Instance, placements: list[np.ndarray], budget: int, 
     for p in placements:
         machines += [int(m) for m in first_use_order(np.asarray(p).reshape(-1)) if int(m) not in machines]
     return best_of(instance, chains_from(instance, machines[:CHAIN_STARTS]), budget, keep)
+
+
+def fast_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
+    """The ``keep`` fastest candidates of the chains over the cluster's fast machines only
+    (:func:`hulk_env.baselines.fast_chains.fast_chain_candidates`; with ``D > 1``), started
+    from the machines the policy's placements use first, within ``budget`` evaluations."""
+    from hulk_env.baselines.fast_chains import fast_chain_candidates
+
+    if instance.data_parallel < 2 or budget <= 0:
+        return []
+    return best_of(instance, fast_chain_candidates(instance, policy_machines(placements), CHAIN_STARTS), budget, keep)
+
+
+def region_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
+    """The ``keep`` fastest region-aligned placements
+    (:func:`hulk_env.baselines.region_aligned.region_aligned_candidates`; with ``D > 1``), their
+    region orders from the first :data:`CHAIN_STARTS` machines the policy's placements use and
+    from every region, within ``budget`` evaluations."""
+    from hulk_env.baselines.region_aligned import region_aligned_candidates
+
+    if instance.data_parallel < 2 or budget <= 0:
+        return []
+    return best_of(instance, region_aligned_candidates(instance, policy_machines(placements)[:CHAIN_STARTS]), budget, keep)
+
+
+def policy_machines(placements: list[np.ndarray]) -> list[int]:
+    """The machines of ``placements`` in first-use order, placement after placement."""
+    from hulk_env.baselines.chains import first_use_order
+
+    machines: list[int] = []
+    for p in placements:
+        machines += [int(m) for m in first_use_order(np.asarray(p).reshape(-1)) if int(m) not in machines]
+    return machines
 
 
 def recut_starts(instance: Instance, placements: list[np.ndarray], budget: int, keep: int = 2) -> list[np.ndarray]:
