@@ -26,6 +26,7 @@ while True:
         emb = pol.features_extractor.embed(static if False else __import__('agents.gnn',fromlist=['x']).read_observation({k: torch.from_numpy(np.asarray(v,dtype=np.float32)[None]) for k,v in obs.items()}))
         sig = emb.signals[0]  # [K, M]
     a = int(torch.argmax(logits)); top = torch.topk(logits, min(3, int(torch.isfinite(logits).sum()))).indices.tolist()
+    if len(acts) == 0: print("gain*w", [round(float(w[3]*sig[3,m]),2) for m in range(sig.shape[1])], "logits", [round(float(x),1) for x in logits]); break
     desc = " ".join(f"m{m}:{logits[m]:.1f}(gain {float(w[3]*sig[3,m]):.1f} fits {float(sig[4,m]):.0f} pred {float(sig[0,m]):.0f} wit {float(sig[2,m]):.0f})" for m in top)
     print(len(acts), "allowed", int(env.action_masks().sum()), "->", a, "|", desc)
     acts.append(a)
