@@ -64,8 +64,8 @@ def test_cli_unknown_instance_is_one_line():
 @pytest.mark.slow
 def test_main_job_reaches_latency_chain_dp_from_scratch():
     """Issue 34: PPO from scratch on the default instance reaches latency-chain-dp's speed-up
-    within 100,000 steps (measured: seeds 0-2 at 22,528 / 18,432 / 24,576 steps). Bounded by
-    steps, not time."""
+    within 100,000 steps (measured with completion pipeline: seeds 0-2 at 22,528 / 20,480 / 18,432
+    steps). Bounded by steps, not time."""
     from agents.bench_learn import bench_learn
 
     out = bench_learn(timesteps=100_000, seeds=[0], instances=("default",), stop_at_chain_dp=True)
