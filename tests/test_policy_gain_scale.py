@@ -8,10 +8,10 @@ import math
 
 import torch
 
+from agents.files import safe_torch_load
 from agents.gnn import SIGNALS, MachineEmbeddings
 from agents.methods import PRETRAINED_DIR, pretrained_policy
 from agents.policy import PRIORS, PointerHead
-from agents.files import safe_torch_load
 
 GAIN = SIGNALS.index("gain")
 
