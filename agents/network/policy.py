@@ -55,6 +55,7 @@ _PADDED_LOGIT = -1e8
 # copies still fit (staying there starts at 1 + 2, as the plain stay prior of 3 did before), the
 # DP plan's machine (as strong as staying: the plan's stages are runs of stays).
 PRIORS = (1.0, 1.0, 0.0, 3.0, 1.0, 2.0, 3.0)
+_GAIN = SIGNALS.index("gain")
 
 
 class PointerHead(nn.Module):
@@ -77,7 +78,13 @@ class PointerHead(nn.Module):
         # Learnable priors on the per-machine signals (see the module docstring): without the
         # stay prior, PPO's per-step exploration scatters the layers over many machines and
         # learns slowly what a contiguous split is worth; every weight can go to 0 or below.
-        self.priors = nn.Parameter(torch.tensor(priors, dtype=torch.float32))
+        # The gain's weight is ``priors[gain] * exp(gain_log_scale)``: a log scale lets Adam move
+        # a large weight (gain_prior 100) multiplicatively -- additively, lr 1e-3 moves it ~1.6
+        # in 100k steps, so PPO could not undo the lookahead where it is wrong.
+        gain = priors[_GAIN]
+        start = tuple(1.0 if i == _GAIN and gain > 0 else p for i, p in enumerate(priors))
+        self.priors = nn.Parameter(torch.tensor(start, dtype=torch.float32))
+        self.gain_log_scale = nn.Parameter(torch.tensor(float(np.log(gain)) if gain > 0 else 0.0))
         self.critic = nn.Sequential(mlp((summary_dim, hidden_dim, hidden_dim)), nn.ReLU())
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -90,9 +97,20 @@ class PointerHead(nn.Module):
     def logits(self, emb: MachineEmbeddings) -> torch.Tensor:
         """``[B, M]`` logits from the extractor's embeddings (padded machines ``-1e8``)."""
         hidden = torch.relu(self.machine(emb.z) + self.context(emb.summary).unsqueeze(1))
-        priors = torch.einsum("k,bkm->bm", self.priors, emb.signals)
+        priors = torch.einsum("k,bkm->bm", self.signal_weights(), emb.signals)
         logits = self.score(hidden).squeeze(-1) + priors
         return logits.masked_fill(~emb.mask, _PADDED_LOGIT)
+
+    def signal_weights(self) -> torch.Tensor:
+        """``[K]`` the signals' logit weights: the priors, the gain's times ``exp(gain_log_scale)``."""
+        gain = self.priors[_GAIN : _GAIN + 1] * self.gain_log_scale.exp()
+        return torch.cat((self.priors[:_GAIN], gain, self.priors[_GAIN + 1 :]))
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args, **kwargs) -> None:  # type: ignore[override]
+        # Weights saved before the log scale existed (the shipped gnn-ppo) hold the gain's
+        # weight in priors[gain] alone: scale 1 (log 0) makes them decide exactly as before.
+        state_dict.setdefault(prefix + "gain_log_scale", torch.zeros(()))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
         return self.critic(split_features(features, self.hidden_dim, self.summary_dim).summary)
