@@ -35,7 +35,7 @@ from hulk_env.cluster import Cluster, load_cluster
 from hulk_env.workload import Workload, load_workload
 
 INPUTS = Path(__file__).resolve().parent / "inputs"
-TOLERANCE = 0.15  # issue 35: a reproduction counts when hulk is within 15% of the paper
+TOLERANCE = 0.15  # a reproduction counts when hulk is within 15% of the published figure
 GPUS_PER_NODE = 8
 
 MEGATRON = "Narayanan et al. 2021, arXiv 2104.04473"

@@ -151,7 +151,7 @@ class PlacementEnv(gym.Env):
     ## Version history
 
     * v0: first version.
-    * v0, issue 35: ``globals`` gained the 8 plan-setting columns (13, was 5). They are 0 at the
+    * v0, plan settings: ``globals`` gained the 8 plan-setting columns (13, was 5). They are 0 at the
       default settings, so default instances observe what they did (the first 5 columns
       unchanged); a policy saved with 5 globals loads with zero weights on the new columns
       (:func:`agents.network.saved_policy.pad_new_globals`) and decides as before.

@@ -132,7 +132,7 @@ class PlacementEnvV1(PlacementEnv):
       ``num_neighbours`` is keyword-only. Observations, rewards and infos are unchanged.
     * v1, later: ``snapshot()`` and ``restore(snapshot)`` (return to a step of the episode).
       Episodes are unchanged.
-    * v1, issue 35: ``globals`` gained v0's 8 plan-setting columns (0 at the default settings).
+    * v1, plan settings: ``globals`` gained v0's 8 plan-setting columns (0 at the default settings).
     """
 
     def __init__(self, *args: Any, num_neighbours: int = DEFAULT_NEIGHBOURS, **kwargs: Any) -> None:
