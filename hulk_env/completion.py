@@ -535,7 +535,7 @@ class Witness:
             self.allowed()
         _, w, need_l, k_in, need_in, need_out, grow_ok = self._step
         r, layer = divmod(t, self._num_layers)
-        state_l, stash_l = self._state[layer], self._stash[layer]
+        state_l, stash_l = self._slot_rates(a, layer)
         if a == w:
             self.touched = ()
         elif self._swap_fits(a, k_in, need_in, need_out, grow_ok):
@@ -568,7 +568,14 @@ class Witness:
         elif self.partner[mach := self.row[layer]] == layer:
             self._set_partner(mach, -1)  # the next slot is its machine's last layer: no partner
 
-    def _swap(self, r: int, layer: int, w: int, a: int, state_l: float, stash_l: float) -> None:
+    def _slot_rates(self, mach: int, layer: int) -> tuple[float, float]:
+        """``(state, stash per micro-batch)`` bytes of the current replica's slot ``layer`` on
+        ``mach``: the layer's own, on any machine."""
+        return self._state[layer], self._stash[layer]
+
+    def _move_counts(self, w: int, a: int) -> None:
+        """A slot leaves ``w`` for ``a``: machine counts, the replica's depth and its stash count
+        ``k`` (every machine's slack follows a change of ``k``)."""
         self.touched = (w, a)
         self._dirty += self.touched
         count = self.count
@@ -590,6 +597,9 @@ class Witness:
                 self.partner_need += grow * self.partner_stash
                 self.epoch += 1
                 self._headroom_lb = -np.inf  # recomputed when next needed
+
+    def _swap(self, r: int, layer: int, w: int, a: int, state_l: float, stash_l: float) -> None:
+        self._move_counts(w, a)
         need = state_l + self.k * stash_l  # slot l leaves w and joins a
         slack, replica_stash = self.slack, self.replica_stash
         slack[w] += need
@@ -611,6 +621,11 @@ class Witness:
         d_stash = self._stash[layer] - self._stash[f]
         self.replica_stash[a] += d_stash
         self.replica_stash[w] -= d_stash
+        self._trade_slots(r, layer, f, w, a)
+
+    def _trade_slots(self, r: int, layer: int, f: int, w: int, a: int) -> None:
+        """The exchange's placement and partners: slot ``layer`` goes to ``a``, slot ``f`` (``a``'s
+        partner) to ``w``; the bytes are already moved."""
         self.placement[r, layer] = a
         self.placement[r, f] = w
         self.row[layer], self.row[f] = a, w
@@ -800,65 +815,11 @@ class PlanWitness(Witness):
                 self._plans[a] = plan
                 mask[a] = True
 
-    def commit(self, a: int) -> None:
-        t = self.t
-        if self._step[0] != t:
-            self.allowed()
-        _, w, need_l, k_in, need_in, need_out, grow_ok = self._step
-        r, layer = divmod(t, self._num_layers)
-        if a == w:
-            self.touched = ()
-        elif self._swap_fits(a, k_in, need_in, need_out, grow_ok):
-            self._swap(r, layer, w, a, 0.0, 0.0)
-        else:
-            kind = self._other_repair(a, w, need_l)
-            if kind < 0:
-                raise ValueError(f"machine {a} is not allowed for slot {t}")
-            self.touched = (w, a)
-            self._dirty += self.touched
-            if kind == RELABEL:
-                future = self.placement.ravel()[t:]
-                on_w = future == w
-                future[future == a] = w
-                future[on_w] = a
-            if kind in (RELABEL, REPLAN):
-                if kind == REPLAN:
-                    self.placement = self._plans[a].copy()
-                self.t = t + 1
-                self._rebuild()
-                return
-            self._exchange(r, layer, w, a)
-        self._open_state[a] += self._rate_state[a][layer]
-        self._open_stash[a] += self._rate_stash[a][layer]
-        self.t = t + 1
-        layer += 1
-        if layer == self._num_layers:
-            if t + 1 < self.placement.size:
-                self._rebuild()
-        elif self.partner[mach := self.row[layer]] == layer:
-            self._set_partner(mach, -1)
+    def _slot_rates(self, mach: int, layer: int) -> tuple[float, float]:
+        return self._rate_state[mach][layer], self._rate_stash[mach][layer]
 
     def _swap(self, r: int, layer: int, w: int, a: int, state_l: float, stash_l: float) -> None:
-        self.touched = (w, a)
-        self._dirty += self.touched
-        count = self.count
-        joins, leaves = not count[a], count[w] == 1
-        count[a] += 1
-        count[w] -= 1
-        if joins:
-            self.outside[a] = False
-        if leaves:
-            self.outside[w] = True
-        if joins != leaves:
-            self.depth += 1 if joins else -1
-            k_old = self.k
-            self.k = k = self._stash_by_depth[self.depth]
-            if k != k_old:
-                grow = k - k_old
-                self.slack -= grow * self.replica_stash
-                self.partner_need += grow * self.partner_stash
-                self.epoch += 1
-                self._headroom_lb = -np.inf
+        self._move_counts(w, a)  # state_l, stash_l are a's rates: w's differ (read below)
         stash_w, stash_a = self._rate_stash[w][layer], self._rate_stash[a][layer]
         slack, replica_stash = self.slack, self.replica_stash
         slack[w] += self._need_on(w, layer)  # slot l leaves w at its rates and joins a at a's
@@ -881,16 +842,7 @@ class PlanWitness(Witness):
         self.slack[w] += (rs[w][layer] - rs[w][f]) + k * d_stash_w
         self.replica_stash[a] += d_stash_a
         self.replica_stash[w] -= d_stash_w
-        self.placement[r, layer] = a
-        self.placement[r, f] = w
-        self.row[layer], self.row[f] = a, w
-        self._lower_headroom(a)
-        self._lower_headroom(w)
-        later = np.flatnonzero(self.placement[r, layer + 1 :] == a)
-        self._set_partner(a, layer + 1 + int(later[-1]) if len(later) else -1)
-        if f > self.partner[w]:
-            self._set_partner(w, f)
-        self._bound_partners()
+        self._trade_slots(r, layer, f, w, a)
 
 
 # ---- the re-plan repair ------------------------------------------------------------------------
