@@ -62,6 +62,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=4, help="Behaviour-cloning epochs per round.")
     p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--train", choices=("all", "signals"), default="all",
+                   help="What behaviour cloning moves: the whole network, or only the signal weights (priors).")
     p.add_argument("--decision-weight", type=float, default=4.0)
     p.add_argument("--samples", type=int, default=0, help="Sampled episodes per instance and round besides the greedy one.")
     p.add_argument("--temperature", type=float, default=1.0)
@@ -176,7 +178,8 @@ def main(argv: list[str] | None = None) -> Path:
     teachers: dict[int, Any] = {}
     episodes: list[Any] = []
     generator = torch.Generator().manual_seed(args.seed)
-    settings = BCSettings(epochs=args.epochs, learning_rate=args.lr, decision_weight=args.decision_weight, seed=args.seed)
+    settings = BCSettings(epochs=args.epochs, learning_rate=args.lr, decision_weight=args.decision_weight, seed=args.seed,
+                          trainable=args.train)
     for rnd in range(curve[-1]["round"] + 1, args.rounds + 1):
         t0 = time.perf_counter()
         policy = loaded.policy

@@ -255,3 +255,18 @@ def test_decision_weights_mark_replica_starts_and_new_stages(toy_episodes):
             moves = t % n_layers == 0 or flat[t] != flat[t - 1]
             assert weights[t] == (5.0 if moves else 1.0), (t, flat)
         assert np.all(decision_weights(ep, 1.0).numpy() == 1.0)
+
+
+def test_cloning_the_signals_moves_only_the_signal_weights(toy_episodes):
+    """trainable="signals": the priors and the gain's scale learn, every other weight is as it was
+    (and trainable again afterwards)."""
+    _, episodes = toy_episodes
+    policy = _policy(seed=4)
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    behaviour_cloning(policy, episodes, BCSettings(epochs=3, learning_rate=0.05, batch_steps=64, trainable="signals"))
+    after = policy.state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved == {"mlp_extractor.priors"} or moved == {"mlp_extractor.priors", "mlp_extractor.gain_log_scale"}
+    assert all(p.requires_grad for p in policy.parameters())
+    with pytest.raises(ValueError, match="unknown trainable"):
+        behaviour_cloning(policy, episodes, BCSettings(epochs=1, trainable="head"))

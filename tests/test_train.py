@@ -167,3 +167,20 @@ def test_cli_train_and_compare(tmp_path):
     assert bad.exit_code == 2 and "unknown key 'ppo.n_stepz'" in bad.output
     both = CliRunner().invoke(app, ["train", "--resume", str(tmp_path / "cli"), "--timesteps", "5"])
     assert both.exit_code == 2 and "--resume continues a run" in both.output
+
+
+def test_fine_tuning_starts_from_the_saved_weights(tmp_path, run_dir):
+    """train.init_policy: step 0 is the saved policy (its weights exactly, no imitation), and a
+    policy of another architecture or observation is refused by name."""
+    init = f"train.init_policy={run_dir / 'policy'}"
+    run = train(_smoke(tmp_path, init, "train.total_timesteps=0", "train.name=ft", "train.tensorboard=false"))
+    saved = torch.load(run_dir / "policy" / "weights.pt", weights_only=True)
+    tuned = torch.load(run / "policy" / "weights.pt", weights_only=True)
+    assert saved.keys() == tuned.keys() and all(torch.equal(saved[k], tuned[k]) for k in saved)
+    header, first = (run / "eval" / "evaluations.csv").read_text().splitlines()[:2]
+    assert header.split(",")[-1] == "rollout_speedup" and first.startswith("0,")
+    assert float(first.split(",")[-1]) > 0
+    with pytest.raises(HulkInputError, match="hidden_dim"):
+        train(_smoke(tmp_path, init, "policy.hidden_dim=48", "train.name=ft2"))
+    with pytest.raises(HulkInputError, match="imitation.demonstrations=0"):
+        train(_smoke(tmp_path, init, "imitation.demonstrations=4", "train.name=ft3"))

@@ -189,6 +189,10 @@ class TrainConfig:
         tensorboard: write TensorBoard logs under ``RUN_DIR/tb``.
         max_minutes: stop training after this many minutes of wall-clock time, whatever the
             step count (``0`` = no limit); the run can be resumed later.
+        init_policy: a saved policy (a run directory or a policy directory, e.g.
+            ``agents/pretrained/gnn-ppo``) whose weights PPO starts from instead of a fresh
+            network: fine-tuning. Its architecture and observation (``policy``, ``env.plan``,
+            ``env.lookahead``) must be this config's; it replaces imitation (``""`` = none).
     """
 
     total_timesteps: int = 100_000
@@ -202,6 +206,7 @@ class TrainConfig:
     device: str = "cpu"
     tensorboard: bool = True
     max_minutes: float = 0.0
+    init_policy: str = ""
 
 
 @dataclass

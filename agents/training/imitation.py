@@ -353,6 +353,11 @@ class BCSettings:
         max_grad_norm: gradient clipping.
         seed: seeds the episode order.
         max_minutes: stop after this many minutes (0 = no limit).
+        trainable: ``"all"`` the whole policy; ``"signals"`` only the pointer head's signal
+            weights (:meth:`agents.network.policy.PointerHead.signal_weights`: the priors and the
+            gain's log scale), every other weight frozen -- how much to trust the plan, the
+            predecessor and the lookahead, learned without touching what the network has
+            learned about the machines. The value head is not trained then (``vf_coef`` unused).
     """
 
     epochs: int = 20
@@ -363,6 +368,20 @@ class BCSettings:
     max_grad_norm: float = 1.0
     seed: int = 0
     max_minutes: float = 0.0
+    trainable: str = "all"
+
+
+TRAINABLE = ("all", "signals")
+
+
+def trainable_parameters(policy: Any, trainable: str) -> list[torch.nn.Parameter]:
+    """The parameters behaviour cloning moves (:attr:`BCSettings.trainable`)."""
+    if trainable == "all":
+        return list(policy.parameters())
+    if trainable == "signals":
+        head = policy.mlp_extractor
+        return [head.priors, head.gain_log_scale]
+    raise ValueError(f"unknown trainable '{trainable}'; choose one of {', '.join(TRAINABLE)}")
 
 
 @dataclass(frozen=True)
@@ -430,11 +449,37 @@ def behaviour_cloning(
     if not episodes:
         raise ValueError("behaviour cloning needs at least one episode")
     rng = np.random.default_rng(settings.seed)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=settings.learning_rate)
+    params = trainable_parameters(policy, settings.trainable)
+    vf_coef = settings.vf_coef if settings.trainable == "all" else 0.0
+    optimizer = torch.optim.Adam(params, lr=settings.learning_rate)
     total_steps = max(1, settings.epochs * math.ceil(sum(e.steps for e in episodes) / settings.batch_steps))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda k: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(k, total_steps) / total_steps))
     )
+    # frozen weights take no gradient (nor its time); restored as they were afterwards
+    chosen = {id(p) for p in params}
+    frozen = [p for p in policy.parameters() if p.requires_grad and id(p) not in chosen]
+    for p in frozen:
+        p.requires_grad_(False)
+    try:
+        return _cloning_epochs(policy, episodes, settings, on_epoch, rng, params, vf_coef, optimizer, schedule)
+    finally:
+        for p in frozen:
+            p.requires_grad_(True)
+
+
+def _cloning_epochs(
+    policy: Any,
+    episodes: Sequence[Episode],
+    settings: BCSettings,
+    on_epoch: Callable[[BCEpoch], bool | None] | None,
+    rng: np.random.Generator,
+    params: list[torch.nn.Parameter],
+    vf_coef: float,
+    optimizer: Any,
+    schedule: Any,
+) -> BCResult:
+    """:func:`behaviour_cloning`'s epochs (its arguments, the optimiser built)."""
     result = BCResult()
     started = time.perf_counter()
     for epoch in range(settings.epochs):
@@ -448,15 +493,15 @@ def behaviour_cloning(
                 continue
             ce, verr, correct = episode_losses(policy, ep)
             weighted = ce if settings.decision_weight == 1.0 else ce * decision_weights(ep, settings.decision_weight)
-            loss = weighted.sum() + settings.vf_coef * verr.sum()
+            loss = weighted.sum() + vf_coef * verr.sum()
             (loss / settings.batch_steps).backward()
             sums += (float(loss.detach()), float(ce.detach().sum()), float(verr.detach().sum()), float(correct.sum()))
             pending += ep.steps
             if pending >= settings.batch_steps:
-                _step(policy, optimizer, schedule, settings.max_grad_norm)
+                _step(params, optimizer, schedule, settings.max_grad_norm)
                 pending = 0
         if pending:
-            _step(policy, optimizer, schedule, settings.max_grad_norm)
+            _step(params, optimizer, schedule, settings.max_grad_norm)
         n = max(1, sum(e.steps for e in episodes))
         record = BCEpoch(epoch + 1, *(sums / n), wall_s=time.perf_counter() - started)
         result.epochs.append(record)
@@ -471,8 +516,8 @@ def behaviour_cloning(
     return result
 
 
-def _step(policy: Any, optimizer: Any, schedule: Any, max_grad_norm: float) -> None:
-    torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+def _step(params: list[torch.nn.Parameter], optimizer: Any, schedule: Any, max_grad_norm: float) -> None:
+    torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
     optimizer.step()
     schedule.step()
     optimizer.zero_grad()

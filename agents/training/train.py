@@ -270,6 +270,23 @@ class TimeLimit(BaseCallback):
         return self.seconds <= 0 or time.perf_counter() - self._start < self.seconds
 
 
+# eval/evaluations.csv: ``rollout_speedup`` is the network's own greedy rollout alone (from the
+# decision's best start where it reads the plan): what PPO trains, beside the decision's figures.
+EVALUATION_COLUMNS = ("timesteps", "mean_reward", "mean_speedup", "best_mean_reward", "rollout_speedup")
+
+
+def own_rollout(policy: Any, instance: Instance, config: RunConfig, done: list[Any]) -> Any:
+    """The policy's own greedy rollout on ``instance`` (``None`` if it did not complete): with the
+    plan, rolled out from the fastest plan's start (as ``hulk bench agent`` measures it); without,
+    the greedy placement already among ``done``."""
+    from agents.decision.inference import START_CANDIDATES, sampled_rollouts
+
+    if not config.env.plan:
+        return next((r for r in done if r.source == "rollout"), None)
+    rolled = sampled_rollouts(policy, instance, lookahead_mode(config), plan=True, starts=START_CANDIDATES, always_rollout=True)
+    return next((r for r in rolled if r.source == "rollout"), None)
+
+
 class Validation(BaseCallback):
     """Greedy placements of the held-out instances, each at its own size, every ``every`` steps
     (the decision that ships, :func:`agents.decision.inference.policy_placement`: with the plan, the
@@ -282,8 +299,9 @@ class Validation(BaseCallback):
     so the best checkpoint is chosen on what is trained (with the speed rewards: the fastest
     candidate, the geometric-mean speed-up's ranking). Each evaluation is a row of
     ``eval/evaluations.csv`` (``mean_reward``: the score; ``mean_speedup``: the geometric-mean
-    speed-up of the chosen candidates) and ``eval/mean_reward``, ``eval/mean_speedup_vs_naive``
-    in TensorBoard; a new best is saved as ``best_policy/``; then ``on_eval(timesteps,
+    speed-up of the chosen candidates; ``rollout_speedup``: the network's own greedy rollout's,
+    :func:`own_rollout`) and ``eval/mean_reward``, ``eval/mean_speedup_vs_naive``,
+    ``eval/rollout_speedup_vs_naive`` in TensorBoard; a new best is saved as ``best_policy/``; then ``on_eval(timesteps,
     exp(score))`` is told (e.g. a Ray Tune trial, :mod:`agents.training.tune`): the geometric-mean
     speed-up under the speed rewards, the objective's factor under ``cost`` and ``mixed``.
 
@@ -323,7 +341,7 @@ class Validation(BaseCallback):
         """Place every held-out instance greedily; record, keep the best, tell; the mean reward."""
         from agents.decision.inference import START_CANDIDATES, sampled_rollouts
 
-        rewards, speedups = [], []
+        rewards, speedups, own_speedups = [], [], []
         training = policy.training
         policy.set_training_mode(False)
         for inst, ref, ref_usd in zip(self.instances, self.reference_s, self.reference_usd, strict=True):
@@ -335,6 +353,8 @@ class Validation(BaseCallback):
             score, best = max(scored, key=lambda x: x[0], default=(DEAD_END_REWARD, None))
             rewards.append(score)
             speedups.append(DEAD_END_REWARD if best is None else log_speedup_reward(best.iteration_time_s, ref))
+            own = own_rollout(policy, inst, self.config, done)
+            own_speedups.append(0.0 if own is None else log_speedup_reward(own.iteration_time_s, ref))  # failed: naive
         policy.set_training_mode(training)
         mean = float(np.mean(rewards))
         self.last_mean_reward = mean
@@ -346,13 +366,18 @@ class Validation(BaseCallback):
                 extra={"num_timesteps": int(timesteps), "mean_reward": mean},
             )  # fmt: skip
         path = self.run_dir / EVALUATIONS_CSV
-        rows = path.read_text() if path.exists() else "timesteps,mean_reward,mean_speedup,best_mean_reward\n"
+        rows = path.read_text() if path.exists() else ",".join(EVALUATION_COLUMNS) + "\n"
         speedup = float(np.exp(np.mean(speedups)))  # exp(mean) itself under the speed rewards
-        rows += f"{int(timesteps)},{mean:.6f},{speedup:.6f},{self.best_mean_reward:.6f}\n"
+        rollout_speedup = float(np.exp(np.mean(own_speedups)))
+        values = {"timesteps": f"{int(timesteps)}", "mean_reward": f"{mean:.6f}", "mean_speedup": f"{speedup:.6f}",
+                  "best_mean_reward": f"{self.best_mean_reward:.6f}", "rollout_speedup": f"{rollout_speedup:.6f}"}  # fmt: skip
+        # in the file's own column order (a run resumed from before a column existed keeps its header)
+        rows += ",".join(values.get(c, "") for c in rows.splitlines()[0].split(",")) + "\n"
         atomic_write_text(path, rows)
         if getattr(self, "model", None) is not None:  # during learn(); not for the step-0 evaluation
             self.logger.record("eval/mean_reward", mean)
             self.logger.record("eval/mean_speedup_vs_naive", speedup)
+            self.logger.record("eval/rollout_speedup_vs_naive", rollout_speedup)
         what = "speed-up" if self.config.env.reward not in DOLLAR_REWARDS else f"{self.config.env.reward} objective"
         print(f"validation at {int(timesteps)} steps: geometric-mean {what} over naive x{float(np.exp(mean)):.3f} "
               f"(best x{float(np.exp(self.best_mean_reward)):.3f}, speed-up x{speedup:.3f}) on {len(self.instances)} instances",
@@ -590,6 +615,11 @@ def _train_in(
     validation = Validation(run_dir, config, padding, heldout[:n_eval], config.eval.eval_every, on_eval)
     if from_steps is not None:
         validation.best_mean_reward = load_checkpoint(model, run_dir)
+    elif tc.init_policy:
+        # 6b'. Fine-tuning: the saved weights, evaluated as step 0, checkpointed.
+        init_from_policy(model.policy, config)
+        validation.evaluate(model.policy, 0)
+        save_checkpoint(model, run_dir, validation.best_mean_reward)
     elif config.imitation.demonstrations > 0:
         # 6b. Warm start: behaviour cloning, evaluated as step 0, checkpointed (a resume skips it).
         warm_start(model.policy, config, generator, padding, run_dir)
@@ -628,6 +658,41 @@ def _train_in(
     )
     vec_env.close()
     return run_dir
+
+
+ARCHITECTURE_KEYS = ("extractor", "hidden_dim", "machine_rounds", "layer_rounds", "heads")
+
+
+def init_from_policy(policy: Any, config: RunConfig) -> None:
+    """Load ``train.init_policy``'s weights into ``policy`` (the run's new network).
+
+    Raises:
+        HulkInputError: no readable policy there, or one of another architecture or observation
+            than the config's (named, with the value to set).
+    """
+    from agents.network.saved_policy import load_policy, lookahead_of, plan_of
+
+    source = config.train.init_policy
+    loaded = load_policy(source)
+    saved = loaded.meta.get("policy", {})
+    wanted = asdict(config.policy)
+    for key in ARCHITECTURE_KEYS:
+        if key in saved and saved[key] != wanted.get(key):
+            raise HulkInputError(
+                f"the policy to start from has {key}={saved[key]!r} but this config has {wanted.get(key)!r}; "
+                f"set --set policy.{key}={saved[key]} (or start from a policy of this architecture)",
+                source=str(source), field="train.init_policy",
+            )  # fmt: skip
+    observed = {"env.plan": (plan_of(loaded.meta), bool(config.env.plan)),
+                "env.lookahead": (bool(lookahead_of(loaded.meta)), bool(config.env.lookahead))}  # fmt: skip
+    for key, (theirs, ours) in observed.items():
+        if theirs != ours:
+            raise HulkInputError(
+                f"the policy to start from was trained with {key}={str(theirs).lower()} but this config has "
+                f"{str(ours).lower()}; set --set {key}={str(theirs).lower()}",
+                source=str(source), field="train.init_policy",
+            )  # fmt: skip
+    policy.load_state_dict(loaded.policy.state_dict())
 
 
 def all_method_names() -> list[str]:

@@ -572,6 +572,7 @@ class TrainSection(Strict):
     device: Name
     tensorboard: Bool
     max_minutes: Number(0, 10**7)
+    init_policy: Text
 
     @field_validator("name")
     @classmethod
@@ -625,6 +626,12 @@ class RunConfigSchema(Strict):
                 "ppo.n_steps x train.n_envs must be >= 2 (a rollout of one step cannot be "
                 "normalised)",
                 loc=("ppo", "n_steps"),
+            )
+        if self.train.init_policy and self.imitation.demonstrations > 0:
+            raise _fail(
+                "train.init_policy starts from saved weights and imitation.demonstrations clones "
+                "new ones: set one of them (imitation.demonstrations=0 to fine-tune the saved policy)",
+                loc=("train", "init_policy"),
             )
         return self
 
