@@ -287,6 +287,29 @@ class Witness:
         """The witness's machine for the current slot (always allowed)."""
         return self.row[self.t % self._num_layers]
 
+    def adopt(self, placement: np.ndarray) -> bool:
+        """Make ``placement`` the witness ``W`` if it keeps every placed slot and fits (the rule
+        the starting witness is held to); else leave ``W`` as it was. Whether it was adopted.
+
+        Why: a caller that knows a good completion (the stage DP's plan an agent is shown) makes
+        its machines allowed -- the witness's own machine always is -- where the repairs of
+        another witness would not reach them."""
+        p = np.asarray(placement, dtype=np.int64)
+        t = self.t
+        if p.shape != self.placement.shape or t >= p.size or not np.array_equal(p.ravel()[:t], self.placement.ravel()[:t]):
+            return False
+        if np.array_equal(p, self.placement):
+            return True
+        old = self.placement
+        self.placement = p.copy()
+        self._rebuild()
+        if float(self.slack.min()) < 0:
+            self.placement = old
+            self._rebuild()
+            return False
+        self._plans_t, self._plans = -1, {}
+        return True
+
     def placed_bytes(self, machine: int) -> float:
         """Memory the placed slots use on ``machine``, each replica at its stash count in ``W``."""
         return self._placed_before[machine] + self._open_state[machine] + self.k * self._open_stash[machine]

@@ -341,3 +341,23 @@ def test_the_batched_greedy_rollout_is_the_step_by_step_one(suite, index):
         placed = rollout(follower, env, inst, first=0)
         assert np.array_equal(placed.placement, plan_from(inst, 0).placement)
         assert follower.passes <= 2 + int(np.log2(slots)) and follower.observations >= slots - 1
+
+
+def test_the_plan_shown_is_never_refused_by_the_mask():
+    """The plan becomes the env's witness (PlacementEnvV1.adopt_witness): following it slot by slot
+    is always allowed and ends on the plan's placement. val-v0/9 (128 machines, 4 replicas,
+    memory-tight) is where the witness's repairs refused the plan's machine on 61 of 164 slots."""
+    from hulk_env.evaluation import load_suite
+
+    inst = next(i for i in load_suite("val-v0") if i.instance_id == "val-v0/9")
+    env = instance_env(inst, lookahead=False, plan=True)
+    planned = plan_from(inst, 45)
+    assert planned is not None
+    flat = planned.placement.reshape(-1)
+    obs, _ = env.reset(options={"instance": inst})
+    for t, a in enumerate(flat):
+        assert env.action_masks()[a], f"the plan's machine {a} refused at slot {t}"
+        if t:
+            assert obs[PLAN_KEY][a] == 1.0 and obs["action_mask"][a] == 1.0
+        obs, _, terminated, _, info = env.step(int(a))
+    assert terminated and (np.asarray(info["placement"]) == planned.placement).all()

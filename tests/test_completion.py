@@ -398,3 +398,26 @@ def test_plan_mask_is_sound_and_hides_little_on_more_small_plan_instances():
     total = plan_conservativeness(40)
     assert total.unsound == 0 and total.states > 50_000
     assert total.hidden_share < 0.005
+
+
+def test_adopt_takes_a_fitting_completion_and_refuses_others():
+    """adopt(): a completion that keeps the placed slots and fits becomes W (its machines allowed,
+    the bookkeeping exact); one that disagrees or overflows leaves W as it was."""
+    need = layer_need(tight_instance([1.0, 1.0, 1.0], 4))
+    inst = tight_instance([2.5 * need, 2.5 * need, 4.5 * need], 4)
+    w = start_witness(inst)
+    w.commit(int(w.own_machine()))
+    placed = int(w.placement[0, 0])
+    before = (w.placement.copy(), w.allowed().copy())
+    other = 1 - placed if placed < 2 else 0
+    assert not w.adopt(np.array([[other, 2, 2, 2]]))  # changes the placed slot
+    assert not w.adopt(np.array([[placed, placed, placed, placed]]))  # four layers on a machine for two
+    assert (w.placement == before[0]).all() and (w.allowed() == before[1]).all()
+    plan = np.array([[placed, 2, 2, 2]])
+    assert w.adopt(plan)
+    assert (w.placement == plan).all() and w.own_machine() == 2
+    assert_consistent(w)
+    for layer in (1, 2, 3):  # the adopted completion can be followed to the end
+        assert w.allowed()[plan[0, layer]]
+        w.commit(int(plan[0, layer]))
+        assert_consistent(w) if layer < 3 else None

@@ -11,6 +11,10 @@ observation key ``plan`` (``[max_machines]``) is 1 at the plan's machine for the
 0 elsewhere; before the first slot, and where no candidate fits, it is all 0. ``plan_from(...,
 reverse=True)`` gives the chain's other orientation (layer 0 at the far end of the prefix): the
 greedy decision's fallback where no forward split fits, never shown to the policy.
+The plan also becomes the env's witness completion where it fits
+(:meth:`hulk_env.env.PlacementEnvV1.adopt_witness`), so the mask never refuses the plan's
+machine: before, on memory-tight multi-replica plans, the witness's repairs refused it on up to
+61 of 164 slots (``val-v0/9``) and the rollout had to leave the plan it was shown.
 
 Why: the policy's worst errors are plan-level -- where a stage ends, whether a replica shares
 the others' machines -- and a per-slot decision from local features rarely gets them right,
@@ -44,6 +48,8 @@ from hulk_env.baselines.common import (
 from hulk_env.instance import Instance
 
 PLAN_KEY = "plan"
+# observation keys that read the env's witness (refreshed when the plan becomes the witness)
+WITNESS_KEYS = ("machine_features", "globals", "action_mask")
 PLAN_EVALS = 256  # cost-model evaluations of one plan at most (a chain yields ~10-300 candidates)
 _CACHE_INSTANCES = 16  # instances whose plans (and neighbour orders: up to M x M indices) are kept
 
@@ -149,6 +155,14 @@ class PlanHint(gym.Wrapper):
         if not ended and s.t == 1:
             planned = self.plan_for(s.static.instance, int(s.placement[0, 0]))
             self.plan = None if planned is None else planned.placement
+            if self.plan is not None and hasattr(self.env.unwrapped, "adopt_witness"):
+                # the plan becomes the env's witness where it fits: its machines are then never
+                # refused by the mask (a conservative witness refused them on memory-tight plans)
+                fresh = self.env.unwrapped.adopt_witness(self.plan)
+                if fresh is not None:
+                    for key in WITNESS_KEYS:
+                        obs[key] = fresh[key]
+                    info["action_mask"] = fresh["action_mask"].copy()
         return self._observe(obs, ended), reward, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:

@@ -20,6 +20,7 @@ from hulk_env.env.placement_env import PlacementEnv
 from hulk_env.env.state import observation
 from hulk_env.env.state_v1 import (
     EpisodeStateV1,
+    adopt_witness_v1,
     apply_v1,
     clone_state_v1,
     fallback_machine_v1,
@@ -133,6 +134,8 @@ class PlacementEnvV1(PlacementEnv):
     * v1, later: ``snapshot()`` and ``restore(snapshot)`` (return to a step of the episode).
       Episodes are unchanged.
     * v1, plan settings: ``globals`` gained v0's 8 plan-setting columns (0 at the default settings).
+    * v1, later: ``adopt_witness(placement)`` (a known feasible completion becomes the witness).
+      Episodes that do not call it are unchanged.
     """
 
     def __init__(self, *args: Any, num_neighbours: int = DEFAULT_NEIGHBOURS, **kwargs: Any) -> None:
@@ -166,6 +169,21 @@ class PlacementEnvV1(PlacementEnv):
             raise HulkInputError(f"restore() takes a snapshot() of this env, got {type(snapshot).__name__}")
         self._state = clone_state_v1(snapshot.state)
         self.reward_fn = copy.copy(snapshot.reward_fn)
+        return self._observation()
+
+    def adopt_witness(self, placement: Any) -> dict[str, np.ndarray] | None:
+        """Take ``placement`` (``[D, L]``, complete) as the witness completion when it agrees with
+        every slot placed so far and fits in memory: its machine for each remaining slot is then
+        allowed (the witness's own always is), where the repairs of the current witness might not
+        reach it. Gives the observation with the mask and the witness's columns brought up to
+        date, or ``None`` (nothing changed) when it disagrees or does not fit. For a caller that
+        knows a good completion, e.g. the stage DP's plan an agent is shown
+        (:class:`agents.decision.plan.PlanHint`). The mask stays sound: every allowed machine
+        can still be completed."""
+        if self._state is None or self._state.ended:
+            raise RuntimeError("adopt_witness() needs an episode in progress: call reset()")
+        if not adopt_witness_v1(self._state, np.asarray(placement, dtype=np.int64)):
+            return None
         return self._observation()
 
     def _observation_space(self) -> spaces.Dict:

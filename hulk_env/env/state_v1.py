@@ -182,6 +182,31 @@ def apply_v1(s: EpisodeStateV1, a: int) -> None:
         s.ring_machine = ring
 
 
+def adopt_witness_v1(s: EpisodeStateV1, placement: np.ndarray) -> bool:
+    """Make ``placement`` the episode's witness (:meth:`hulk_env.completion.Witness.adopt`) and
+    bring the columns that read the witness and the mask up to date; whether it was adopted."""
+    w = s.witness
+    if not w.adopt(placement):
+        return False
+    static, v1 = s.static, s.v1
+    m = static.num_machines
+    mf = s.machine_features
+    mf[:m, M_SLACK] = w.slack * v1.inverse_memory
+    s.slack_epoch = w.epoch
+    if s.t < s.placement.size:
+        placed = np.array([w.placed_bytes(i) for i in range(m)])
+        mf[:m, M_FREE] = 1.0 - placed * v1.inverse_memory
+        s.stash_k = w.k
+        s.globals_[G_STASH] = w.k / static.num_micro_batches
+        own = w.own_machine()
+        if own != s.witness_machine:
+            mf[s.witness_machine, M_WITNESS] = 0.0
+            mf[own, M_WITNESS] = 1.0
+            s.witness_machine = own
+        w.allowed(out=s.real_mask)
+    return True
+
+
 def _link_columns(s: EpisodeStateV1, block: np.ndarray, source: int) -> None:
     if source < 0:
         block[:] = 0.0
