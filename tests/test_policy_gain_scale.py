@@ -1,5 +1,5 @@
 """The gain prior's log scale (agents.network.policy.PointerHead.gain_log_scale): weights saved before it
-existed (the shipped gnn-ppo) decide exactly as before, and a new network starts at its
+existed decide exactly as before, and a new network starts at its
 gain_prior with a weight Adam moves multiplicatively."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from agents.decision.methods import PRETRAINED_DIR, pretrained_policy
 from agents.network.files import safe_torch_load
 from agents.network.gnn import SIGNALS, MachineEmbeddings
 from agents.network.policy import PRIORS, PointerHead
+from agents.network.saved_policy import pad_new_globals
 
 GAIN = SIGNALS.index("gain")
 
@@ -28,15 +29,19 @@ def _embeddings(head: PointerHead, batch: int = 3, machines: int = 9) -> Machine
     )
 
 
-def test_shipped_weights_give_the_logits_of_the_stored_priors():
+def test_weights_saved_before_the_scale_give_the_logits_of_the_stored_priors():
+    """The shipped weights with their gain_log_scale removed (as every policy saved before the
+    scale existed) load with scale 1 and give ``score + sum_k priors_k signal_k``."""
     stored = safe_torch_load(PRETRAINED_DIR / "weights.pt", "policy weights")
-    assert not any(k.endswith("gain_log_scale") for k in stored)  # saved before the scale existed
-    head = pretrained_policy().policy.mlp_extractor
+    legacy = {k: v for k, v in stored.items() if not k.endswith("gain_log_scale")}
+    net = pretrained_policy().policy
+    net.load_state_dict(pad_new_globals(legacy, net.state_dict()))
+    head = net.mlp_extractor
     assert head.gain_log_scale.item() == 0.0
     emb = _embeddings(head)
     # the formula before the scale: score + sum_k priors_k signal_k, with the stored priors
     hidden = torch.relu(head.machine(emb.z) + head.context(emb.summary).unsqueeze(1))
-    before = head.score(hidden).squeeze(-1) + torch.einsum("k,bkm->bm", stored["mlp_extractor.priors"], emb.signals)
+    before = head.score(hidden).squeeze(-1) + torch.einsum("k,bkm->bm", legacy["mlp_extractor.priors"], emb.signals)
     with torch.no_grad():
         assert torch.equal(head.logits(emb)[emb.mask], before[emb.mask])
 

@@ -248,7 +248,7 @@ def test_cost_reward_run_validates_on_dollars(tmp_path):
     config = TrainSettings("smoke", overrides, out=tmp_path).resolve()
     run = train(config)
     rows = (run / "eval" / "evaluations.csv").read_text().splitlines()
-    assert rows[0] == "timesteps,mean_reward,mean_speedup,best_mean_reward" and len(rows) == 2
+    assert rows[0] == "timesteps,mean_reward,mean_speedup,best_mean_reward,rollout_speedup" and len(rows) == 2
     recorded = float(rows[1].split(",")[1])
 
     policy = load_policy(run, "best").policy
