@@ -78,7 +78,10 @@ def curves_figure(run_dir: Path):
     ax_bc.set_ylabel("cross-entropy")
     ax_bc.set_title("1. imitation of the best fast baseline", fontsize=9)
     if val:
-        ax_ppo.plot([r["timesteps"] for r in val], [r["mean_speedup"] for r in val], "o-", label="val-v0 (greedy)")
+        ax_ppo.plot([r["timesteps"] for r in val], [r["mean_speedup"] for r in val], "o-", label="val-v0 (greedy decision)")
+        if "rollout_speedup" in val[0]:  # runs before the column existed have only the decision
+            ax_ppo.plot([r["timesteps"] for r in val], [r["rollout_speedup"] for r in val], "s--", ms=3,
+                        label="val-v0 (the network's own greedy rollout)")  # fmt: skip
     try:
         from agents.training.tb_curves import read_curves
 

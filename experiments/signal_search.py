@@ -50,6 +50,7 @@ from experiments.common import REPO_ROOT
 NAME = "signal_search"
 SHIPPED = REPO_ROOT / "agents" / "pretrained" / "gnn-ppo"
 SEARCHED = ("pred", "ring", "stay_shared", "plan")  # 0 at the first slot: the start ranking is kept
+NOISE_DECAY = 0.7  # the std floor's decay per iteration (cross_entropy_method)
 TRAIN_SEED = 35  # instance draws of the training distribution (new: not imitation's, not expert iteration's)
 
 
@@ -128,8 +129,11 @@ def cross_entropy_method(
     on_iteration: Any = None,
 ) -> tuple[np.ndarray, float]:
     """Minimise ``objective`` from ``mean`` (diagonal Gaussian, std ``sigma``): each iteration
-    scores the mean and ``population`` draws, refits mean and std to the ``elite`` best; returns
-    the best vector scored and its value."""
+    scores ``population`` draws, refits mean and std to the ``elite`` best and scores the new mean;
+    returns the best vector scored and its value. The std is kept at least ``sigma x
+    NOISE_DECAY^(iteration)`` (noisy CEM, Szita & Lorincz 2006): without that floor the elite's
+    spread collapses before the mean has travelled (a quadratic's minimum 3 sigma away is
+    stopped short at two thirds of the way)."""
     std = np.full_like(mean, sigma)
     best_x, best_f = mean.copy(), objective(mean)
     for it in range(iterations):
@@ -139,7 +143,7 @@ def cross_entropy_method(
         if scores[order[0]] < best_f:
             best_x, best_f = draws[order[0]].copy(), float(scores[order[0]])
         mean = draws[order].mean(axis=0)
-        std = np.maximum(draws[order].std(axis=0), 0.05)
+        std = np.maximum(draws[order].std(axis=0), sigma * NOISE_DECAY ** (it + 1))
         mean_f = objective(mean)
         if mean_f < best_f:
             best_x, best_f = mean.copy(), mean_f
