@@ -90,6 +90,16 @@ REFINE_STARTS = 4
 # one of its search's starts, and policy_placement(rollout_only=True) measures it.
 ALWAYS_ROLLOUT = False
 
+# With several replicas the decision also tries the region-aligned layouts
+# (hulk_env.baselines.region_aligned: every replica's copy of a layer in one region, so the
+# gradient sync of each layer stays off the WAN), from the region orders of its starts: on the
+# 34 validation instances (val-v0, val-x-v0) the decision's gap to latency-chain-dp went 0.0425 ->
+# 0.0105 (val-v0/9, 128 machines x 4 replicas, memory-tight: +3.2% -> -64%; no instance worse) for
+# at most 39 cost evaluations and 0.13 s per instance. The chains over the fast machines only
+# (gnn-ppo+search's other family) took it to -0.015 but cost up to 84,000 evaluations and 8 s:
+# left to the search.
+REGION_ALIGNED = True
+
 # Machines x observations scored in one forward pass by greedy_along_plan: per observation, a
 # pass of 8 costs 0.52x one of 1 on 512 machines (16: 0.63x), of 32 on 64 machines 0.20x, of 64
 # on 8 machines 0.09x (pretrained policy, one thread): the pass grows with the cells beyond ~4,000.
@@ -333,6 +343,7 @@ def planned_greedy(
     refine: int = REFINE_STARTS,
     bound_starts: int = BOUND_STARTS,
     always_rollout: bool = ALWAYS_ROLLOUT,
+    region_aligned: bool = REGION_ALIGNED,
 ) -> list[Rollout]:
     """The greedy rollout from the first-slot machine, among :func:`choose_starts`' (the
     network's ``starts`` best, one per region first, then the ``bound_starts`` best by the
@@ -346,7 +357,8 @@ def planned_greedy(
     (:func:`first_slot_candidates`). Without any forward plan that fits, the rollout starts
     where the network prefers. ``always_rollout``: also roll out where a forward plan fits
     (see :data:`ALWAYS_ROLLOUT`; otherwise the plan and the naive placement are the
-    candidates there)."""
+    candidates there). ``region_aligned``: with several replicas, the fastest region-aligned
+    placement from the starts' region orders is a candidate too (:data:`REGION_ALIGNED`)."""
     ranked = ranked_first_slots(policy if ranker is None else ranker, env, instance)
     regions = [m.region for m in instance.cluster.machines]
     bounded = bound_ranked(instance, ranked) if bound_starts > 0 else []
@@ -366,9 +378,28 @@ def planned_greedy(
         done = rollout(policy, env, instance)
         out += [] if done is None else [done]
     out += [Rollout(p.placement, p.iteration_time_s, "plan") for p in reverse]
+    if region_aligned:
+        out += region_aligned_best(instance, candidates)
     static = env.unwrapped.state.static
     naive = Rollout(np.asarray(static.reference_placement, dtype=np.int64), float(static.reference_time_s), "naive")
     return out + [naive]
+
+
+def region_aligned_best(instance: Instance, starts: list[int]) -> list[Rollout]:
+    """The fastest memory-feasible region-aligned placement
+    (:func:`hulk_env.baselines.region_aligned.region_aligned_candidates`: every replica's copy of
+    a layer in one region, regions in the order the chains from ``starts`` visit them, and from
+    one machine of each region) as a ``"region"`` candidate; none with one replica or where none
+    fits. Its cost-model evaluations (a few dozen) are counted like every other."""
+    from hulk_env.baselines.common import Evaluator, evaluate_candidates
+    from hulk_env.baselines.region_aligned import region_aligned_candidates
+
+    found = [p for _, p in region_aligned_candidates(instance, starts)]
+    if not found:
+        return []
+    times = evaluate_candidates(Evaluator(instance, None), found)
+    best = int(np.argmin(times))
+    return [Rollout(np.asarray(found[best], dtype=np.int64), float(times[best]), "region")] if np.isfinite(times[best]) else []
 
 
 def plan_times(env: Any, instance: Instance, starts: list[int]) -> list[float]:
@@ -411,19 +442,21 @@ def sampled_rollouts(
     ranker: Any = None,
     refine: int = REFINE_STARTS,
     always_rollout: bool = ALWAYS_ROLLOUT,
+    region_aligned: bool = REGION_ALIGNED,
 ) -> list[Rollout]:
     """The greedy placement (with ``plan`` and ``starts > 1``: :func:`planned_greedy`'s plan,
     rollout where it builds one, and naive placement), then ``samples`` sampled ones (seeded by
     ``seed``); rollouts that did not complete are left out. ``lookahead``, ``plan``: the
-    observations the policy reads; ``ranker``, ``refine``, ``always_rollout``: those of
-    :func:`planned_greedy`."""
+    observations the policy reads; ``ranker``, ``refine``, ``always_rollout``,
+    ``region_aligned``: those of :func:`planned_greedy`."""
     import torch
 
     env = instance_env(instance, lookahead, plan=plan)
     generator = torch.Generator().manual_seed(int(seed))
     with torch.inference_mode(), single_thread():
         if plan and starts > 1:
-            out = planned_greedy(policy, env, instance, starts, ranker, refine, always_rollout=always_rollout)
+            out = planned_greedy(policy, env, instance, starts, ranker, refine, always_rollout=always_rollout,
+                                 region_aligned=region_aligned)  # fmt: skip
         else:
             greedy = rollout(policy, env, instance)
             out = [] if greedy is None else [greedy]
@@ -470,7 +503,7 @@ def policy_placement(
     with cost.count_evals() as counter:
         done = sampled_rollouts(
             loaded.policy, instance, lookahead_of(loaded.meta), seed, samples, temperature, plan_of(loaded.meta), starts,
-            loaded.ranker, refine, always_rollout=rollout_only or ALWAYS_ROLLOUT,
+            loaded.ranker, refine, always_rollout=rollout_only or ALWAYS_ROLLOUT, region_aligned=not rollout_only and REGION_ALIGNED,
         )  # fmt: skip
     if rollout_only:
         done = [r for r in done if r.source == "rollout"]
@@ -481,5 +514,6 @@ def policy_placement(
     note = {"plan": "a stage-DP plan from one of the network's start machines beat the policy's rollout" if rolled
             else "the stage-DP plan from the best of the network's start machines (the greedy rollout is built "
             "only where no plan fits)",
+            "region": "a region-aligned layout (each layer's replicas in one region) from the network's starts beat the plans",
             "naive": "the naive placement beat the policy's rollout and plan"}.get(best.source, "")  # fmt: skip
     return PlacementResult(name, best.placement, counter.evals, note)

@@ -111,6 +111,7 @@ def gnn_ppo_search(instance: Instance, seed: int = 0, budget: int | None = None)
         done = sampled_rollouts(
             loaded.policy, instance, lookahead_of(loaded.meta), seed, POLISH_SAMPLES, POLISH_TEMPERATURE,
             plan_of(loaded.meta), POLISH_STARTS, loaded.ranker, POLISH_REFINE, always_rollout=True,
+            region_aligned=False,  # region_starts below tries them within the search's budget shares
         )  # fmt: skip
         starts = [r.placement for r in sorted(done, key=lambda r: r.iteration_time_s)]
         chains = chain_starts(instance, starts, int(CHAIN_SHARE * total))

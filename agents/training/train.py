@@ -283,7 +283,8 @@ def own_rollout(policy: Any, instance: Instance, config: RunConfig, done: list[A
 
     if not config.env.plan:
         return next((r for r in done if r.source == "rollout"), None)
-    rolled = sampled_rollouts(policy, instance, lookahead_mode(config), plan=True, starts=START_CANDIDATES, always_rollout=True)
+    rolled = sampled_rollouts(policy, instance, lookahead_mode(config), plan=True, starts=START_CANDIDATES, always_rollout=True,
+                              region_aligned=False)  # fmt: skip
     return next((r for r in rolled if r.source == "rollout"), None)
 
 
