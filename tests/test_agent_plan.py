@@ -220,8 +220,15 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, boun
         decided = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound)
         built = {start for start, reverse in env._cache[id(inst)][2] if not reverse}
         assert built == set(candidates)  # a plan from every candidate, no other
-        assert [r.source for r in decided] == ["plan", "naive"]  # a forward plan fits: no rollout
-        done = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound, always_rollout=True)
+        # a forward plan fits: no rollout; with replicas, the best region-aligned layout too
+        assert [r.source for r in decided] == ["plan", *(["region"] if d > 1 else []), "naive"]
+        if d > 1:
+            from hulk_env.baselines.region_aligned import region_aligned_candidates
+
+            region = [_time(inst, q) for _, q in region_aligned_candidates(inst, candidates)]
+            assert decided[1].iteration_time_s == pytest.approx(min(region))
+            decided = [r for r in decided if r.source != "region"]
+        done = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound, always_rollout=True, region_aligned=False)
         assert done[0].placement[0, 0] in candidates  # the rollout starts on a candidate...
         assert plans[int(done[0].placement[0, 0])].iteration_time_s == fastest  # ...with the fastest plan
         rolled, plan, naive = done
@@ -230,7 +237,7 @@ def test_planned_greedy_starts_where_the_best_of_its_candidates_plans_is(d, boun
         assert np.array_equal(naive.placement, naive_placement(inst)) and naive.iteration_time_s == pytest.approx(_time(inst, naive.placement))
         forced = rollout(net, env, inst, first=candidates[-1])
         assert forced.placement[0, 0] == candidates[-1]
-        again = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound, always_rollout=True)
+        again = planned_greedy(net, env, inst, 4, refine=refine, bound_starts=bound, always_rollout=True, region_aligned=False)
     assert all(np.array_equal(a.placement, b.placement) for a, b in zip(done, again, strict=True))
 
 
