@@ -4,7 +4,8 @@ On every instance of a suite (default ``unseen-v0``: cities outside the training
 
 * ``gnn-ppo`` -- the pretrained policy shipped in the package, greedy (its decision,
   :func:`agents.decision.inference.planned_greedy`: the fastest stage-DP plan from its best first-slot
-  choices, or the naive placement; its masked rollout only where no plan fits);
+  choices, with replicas also the fastest region-aligned layout, or the naive placement; its
+  masked rollout only where no plan fits);
 * ``gnn-ppo`` rollout only (``policy_rollout_gap_geomean``): the greedy rollout from the best
   plan's start, without the plan and naive candidates -- what the network's own slot-by-slot
   decisions give;

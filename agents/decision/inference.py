@@ -21,7 +21,8 @@ cheap bound on what a plan from there can achieve, :mod:`agents.decision.start_b
 the plan from each is built (what the observation would show after that first slot; the plans
 of a round built together, :func:`agents.decision.plan.plans_from`), and the fastest plan and the naive
 placement are the candidates (:func:`planned_greedy`; where no forward plan fits at a start,
-the chain's reverse plan too). The greedy rollout from the fastest plan's start is built only
+the chain's reverse plan too; with several replicas, the fastest region-aligned layout from the
+starts' region orders too, :data:`REGION_ALIGNED`). The greedy rollout from the fastest plan's start is built only
 where no forward plan fits anywhere (:data:`ALWAYS_ROLLOUT`: on the validation instances it
 never beat the plan it started from). The network says which few of the ``M`` machines are
 worth starting from -- ``latency-chain-dp`` builds a chain from every one (up to 256) -- and

@@ -4,8 +4,8 @@
   (``agents/pretrained/gnn-ppo/``: weights only, with its config and training command), greedy:
   the fastest stage-DP plan from the network's best first-slot machines
   (:data:`agents.decision.inference.START_CANDIDATES`, one per region first, and
-  :data:`agents.decision.inference.REFINE_STARTS` more in the region of the fastest of those) or the naive
-  placement; where no plan fits, one masked rollout of ``hulk/Placement-v1`` at the instance's
+  :data:`agents.decision.inference.REFINE_STARTS` more in the region of the fastest of those), with
+  replicas also the fastest region-aligned layout, or the naive placement; where no plan fits, one masked rollout of ``hulk/Placement-v1`` at the instance's
   own size (:func:`agents.decision.inference.planned_greedy`, :data:`agents.decision.inference.ALWAYS_ROLLOUT`).
   With a ``budget`` it also samples ``budget - 1`` rollouts and keeps the best;
 * ``gnn-ppo+search`` -- the policy's greedy rollout (from its best plan's start), that plan and
