@@ -380,22 +380,23 @@ def planned_greedy(
         out += [] if done is None else [done]
     out += [Rollout(p.placement, p.iteration_time_s, "plan") for p in reverse]
     if region_aligned:
-        out += region_aligned_best(instance, candidates)
+        out += region_aligned_best(instance, candidates, env.neighbour_order(instance))
     static = env.unwrapped.state.static
     naive = Rollout(np.asarray(static.reference_placement, dtype=np.int64), float(static.reference_time_s), "naive")
     return out + [naive]
 
 
-def region_aligned_best(instance: Instance, starts: list[int]) -> list[Rollout]:
+def region_aligned_best(instance: Instance, starts: list[int], order: Any = None) -> list[Rollout]:
     """The fastest memory-feasible region-aligned placement
     (:func:`hulk_env.baselines.region_aligned.region_aligned_candidates`: every replica's copy of
     a layer in one region, regions in the order the chains from ``starts`` visit them, and from
     one machine of each region) as a ``"region"`` candidate; none with one replica or where none
-    fits. Its cost-model evaluations (a few dozen) are counted like every other."""
+    fits. Its cost-model evaluations (a few dozen) are counted like every other. ``order``: the
+    instance's :class:`~hulk_env.baselines.common.NeighbourOrder` shared with the plans."""
     from hulk_env.baselines.common import Evaluator, evaluate_candidates
     from hulk_env.baselines.region_aligned import region_aligned_candidates
 
-    found = [p for _, p in region_aligned_candidates(instance, starts)]
+    found = [p for _, p in region_aligned_candidates(instance, starts, order)]
     if not found:
         return []
     times = evaluate_candidates(Evaluator(instance, None), found)

@@ -173,14 +173,22 @@ class PlanHint(gym.Wrapper):
         false: what the observation shows once the first slot is on ``start``)."""
         return self.plans_for(instance, [start], reverse)[0]
 
-    def plans_for(self, instance: Instance, starts: list[int], reverse: bool = False) -> list[Plan | None]:
-        """:meth:`plan_for` of every start, those not cached built together (:func:`plans_from`)."""
+    def neighbour_order(self, instance: Instance) -> NeighbourOrder:
+        """The instance's :class:`~hulk_env.baselines.common.NeighbourOrder` the plans use (cached
+        with them: its sorted rows serve every chain of the instance)."""
+        return self._entry(instance)[1]
+
+    def _entry(self, instance: Instance) -> tuple[Instance, NeighbourOrder, dict[tuple[int, bool], Plan | None]]:
         entry = self._cache.get(id(instance))
         if entry is None or entry[0] is not instance:
             if len(self._cache) >= _CACHE_INSTANCES:
                 self._cache.clear()
             entry = self._cache[id(instance)] = (instance, NeighbourOrder(instance), {})
-        _, order, plans = entry
+        return entry
+
+    def plans_for(self, instance: Instance, starts: list[int], reverse: bool = False) -> list[Plan | None]:
+        """:meth:`plan_for` of every start, those not cached built together (:func:`plans_from`)."""
+        _, order, plans = self._entry(instance)
         missing = list(dict.fromkeys(int(s) for s in starts if (int(s), bool(reverse)) not in plans))
         if missing:
             for s, planned in zip(missing, plans_from(instance, missing, order=order, reverse=bool(reverse)), strict=True):

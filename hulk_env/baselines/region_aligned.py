@@ -34,10 +34,18 @@ FILLS = (1.0, 0.8, 0.6)
 
 
 def region_order(instance: Instance, start: int, order: NeighbourOrder | None = None) -> list[int]:
-    """The regions in the order the nearest-latency chain from ``start`` first visits them."""
+    """The regions in the order the nearest-latency chain from ``start`` first visits them (the
+    walk stops once every region is seen: the rest of the chain cannot change the order)."""
     regions = np.asarray(instance.cluster.region_index)
-    chain = nearest_neighbour_chain(instance, start, order=order)
-    return list(dict.fromkeys(int(regions[m]) for m in chain))
+    seen: dict[int, None] = {}
+    total = len(np.unique(regions))
+
+    def all_seen(_: int, machine: int) -> bool:
+        seen.setdefault(int(regions[machine]))
+        return len(seen) == total
+
+    nearest_neighbour_chain(instance, start, order=order, stop=all_seen)
+    return list(seen)
 
 
 def deal_machines(
@@ -90,14 +98,16 @@ def aligned_fill(instance: Instance, regions: list[int], fill: float, order: Nei
     return placement
 
 
-def region_aligned_candidates(instance: Instance, starts: list[int]) -> list[Candidate]:
+def region_aligned_candidates(instance: Instance, starts: list[int], order: NeighbourOrder | None = None) -> list[Candidate]:
     """The region-aligned placements of each fill of :data:`FILLS` and each distinct region
     order: from the ``starts`` machines, then from one machine of each region (its first), as
     the order decides which regions' links the pipelines cross (on val-xl-v0/35 the best order
-    is 36% faster than the worst); estimate 0 (the cost model ranks them)."""
+    is 36% faster than the worst); estimate 0 (the cost model ranks them). ``order``: a
+    :class:`~hulk_env.baselines.common.NeighbourOrder` of all the machines already in use (its
+    sorted rows are reused)."""
     if instance.data_parallel < 2:
         return []
-    order = NeighbourOrder(instance)
+    order = order or NeighbourOrder(instance)
     _, firsts = np.unique(np.asarray(instance.cluster.region_index), return_index=True)
     out: list[Candidate] = []
     seen: set[tuple[int, ...]] = set()
