@@ -52,30 +52,33 @@ def fresh_suite(seed: int, max_machines: int) -> list[Any]:
     return _heldout_suite(cases, seed, UNSEEN_CITIES, f"fresh-{seed}")
 
 
+def time_or_naive(instance: Any, placement: Any) -> float:
+    """The cost model's iteration time of ``placement``, the naive placement's where it is ``None``."""
+    from hulk_env import cost
+    from hulk_env.reference import naive_placement
+
+    p = naive_placement(instance) if placement is None else placement
+    return float(cost.iteration_time(instance.cluster, instance.workload, p))
+
+
 def measure(instances: list[Any]) -> dict[str, Any]:
     """The three gaps to ``latency-chain-dp`` over ``instances`` (see the module docstring)."""
     from agents.decision.inference import policy_placement, single_thread
     from agents.decision.methods import pretrained_policy
     from agents.decision.start_ranker import PeakFlopsRanker
-    from hulk_env import cost
     from hulk_env.baselines import get_method
-    from hulk_env.reference import naive_placement
 
     loaded = pretrained_policy()
     flops = loaded._replace(ranker=PeakFlopsRanker())
     logs: dict[str, list[float]] = {"decision_gap": [], "rollout_gap": [], "heuristic_starts_gap": []}
     per: dict[str, dict[str, float]] = {}
     for inst in instances:
-        def time_of(placement: Any) -> float:
-            p = naive_placement(inst) if placement is None else placement
-            return float(cost.iteration_time(inst.cluster, inst.workload, p))
-
         with single_thread():
-            ref = time_of(get_method("latency-chain-dp")(inst, 0, None).placement)
+            ref = time_or_naive(inst, get_method("latency-chain-dp")(inst, 0, None).placement)
             times = {
-                "decision_gap": time_of(policy_placement(loaded, inst).placement),
-                "rollout_gap": time_of(policy_placement(loaded, inst, rollout_only=True).placement),
-                "heuristic_starts_gap": time_of(policy_placement(flops, inst).placement),
+                "decision_gap": time_or_naive(inst, policy_placement(loaded, inst).placement),
+                "rollout_gap": time_or_naive(inst, policy_placement(loaded, inst, rollout_only=True).placement),
+                "heuristic_starts_gap": time_or_naive(inst, policy_placement(flops, inst).placement),
             }
         for key, t in times.items():
             logs[key].append(math.log(t / ref))
