@@ -208,24 +208,23 @@ def main(argv: list[str] | None = None) -> Path:
         before = validate(load_policy(args.start), val, chain_dp)
         plan = SEARCHED.index("plan")
         candidates = [best_x] + [np.where(np.arange(best_x.size) == plan, w, best_x) for w in args.plan_weights if w > best_x[plan]]
-        tried = []
-        for weights in candidates:
+        def saved(weights: np.ndarray) -> Path:
+            """The network with ``weights`` as its searched signals, saved as ``OUT/policy``."""
             objective.set(weights)
-            directory = save_policy(
+            return save_policy(
                 loaded.policy, out / "policy", policy_config=meta["policy"], padding=loaded.padding,
                 lookahead=bool(meta["observation"].get("lookahead", False)), plan=bool(meta["observation"].get("plan", False)),
                 extra={"num_timesteps": int(meta.get("num_timesteps", 0))},
             )  # fmt: skip
+
+        tried = []
+        for weights in candidates:
+            directory = saved(weights)
             tried.append((weights, objective(weights), validate(load_policy(directory), val, chain_dp)))
             log(f"weights {weights.round(3).tolist()}: training objective {tried[-1][1]:.5f}, "
                 f"validation rollout gap {tried[-1][2]['rollout_gap']:.4f}")  # fmt: skip
         chosen_x, chosen_f, after = min(tried, key=lambda c: c[2]["rollout_gap"])  # ties: the first, the searched
-        objective.set(chosen_x)
-        directory = save_policy(
-            loaded.policy, out / "policy", policy_config=meta["policy"], padding=loaded.padding,
-            lookahead=bool(meta["observation"].get("lookahead", False)), plan=bool(meta["observation"].get("plan", False)),
-            extra={"num_timesteps": int(meta.get("num_timesteps", 0))},
-        )  # fmt: skip
+        directory = saved(chosen_x)
     ships = after["rollout_gap"] < before["rollout_gap"] and after["decision_gap"] <= before["decision_gap"] + 1e-12
     summary = {
         "searched": list(SEARCHED), "start_weights": start_w.round(4).tolist(), "weights_searched": best_x.round(4).tolist(),
