@@ -23,13 +23,14 @@ def bench_learn_command(
     config: Annotated[str | None, typer.Option("--config", help="Training config (default: the main job's).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: section.key=value (repeatable).")] = None,
     stop: Annotated[bool, typer.Option("--stop-at-chain-dp", help="End a run at its first evaluation that reaches chain-dp (its final gap is then that one's).")] = False,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write each finished run (JSON lines) and the summary here.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write each finished run with its curve (JSON lines) and the summary here.")] = None,
 ) -> None:
     """Train the main job's config from scratch on each instance and seed; per run, the steps
     at which the greedy policy first reaches latency-chain-dp's speed-up (null if never) and
     its final gap; the fraction of runs that reached it and the median steps."""
     require_agent("hulk bench learn")
     import json
+    import sys
 
     from agents.benchmarks.bench_learn import BENCH_INSTANCES, bench_learn
     from hulk_env.files import atomic_write_text
@@ -42,13 +43,14 @@ def bench_learn_command(
     rows: list[str] = []
 
     def on_run(run) -> None:
-        if out is not None:
-            rows.append(json.dumps(run.row()))
+        if out is not None:  # the row and its learning curve: [steps, gap] at every evaluation
+            rows.append(json.dumps({**run.row(), "curve": [list(point) for point in run.curve]}))
             atomic_write_text(out / "runs.jsonl", "\n".join(rows) + "\n")
 
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    log = None if as_json else (lambda line: console.print(line, highlight=False))
+    # With --json, stdout is the JSON alone: the progress lines go to stderr.
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if as_json else (lambda line: console.print(line, highlight=False))
     result = bench_learn(timesteps=timesteps, seeds=seed_arg, instances=names, config=config,
                          overrides=tuple(set_ or ()), eval_every=eval_every, log=log, on_run=on_run, stop_at_chain_dp=stop)  # fmt: skip
     if out is not None:

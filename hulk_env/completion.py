@@ -68,6 +68,7 @@ completion. Before the re-plan repair it hid 84 of 6,575 (1.3%, worst 9.5%).
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -884,17 +885,19 @@ def _depth_bounds(start: int, most: int) -> list[int]:
 
 
 def _fill(total: list[float] | None, start: int, order: np.ndarray, free: np.ndarray, members: int,
-          max_depth: int, rows: list[list[float]] | None = None) -> np.ndarray | None:
+          max_depth: int, rows: list[list[float]] | None = None, skip_full: bool = False) -> np.ndarray | None:
     """Machines of layers ``start..`` when they fill ``order`` first-fit and contiguously (each
     machine takes as many of the next layers as fit in ``free``), using at most ``max_depth``
     distinct machines of which the first ``members`` of ``order`` are already counted; ``None``
     when they do not fit that way. ``total`` is the cumulative sum of every layer's need, or
-    ``rows`` one such sum per machine (plan settings: each machine its own rates)."""
+    ``rows`` one such sum per machine (plan settings: each machine its own rates).
+    ``skip_full``: ``order`` is not sorted by room (a nearest-first walk), so a new machine
+    that takes nothing is passed over instead of ending the fill."""
     n = len(total) if rows is None else len(rows[0])
     out: list[int] = []  # a list: slice writes into an array cost more than the fill itself
     done, depth = start, members
-    # Only the members and max_depth - members + 1 new machines can be visited.
-    for i, mach in enumerate(order[: max_depth + 1].tolist()):
+    # Sorted by room, only the members and max_depth - members + 1 new machines can be visited.
+    for i, mach in enumerate((order if skip_full else order[: max_depth + 1]).tolist()):
         if done == n:
             break
         if rows is not None:
@@ -902,7 +905,7 @@ def _fill(total: list[float] | None, start: int, order: np.ndarray, free: np.nda
         base = total[done - 1] if done else 0.0
         take = bisect_right(total, base + float(free[mach]), lo=done) - done
         if take <= 0:
-            if i >= members:
+            if i >= members and not skip_full:
                 return None  # the rest of `order` is sorted by room: none of them fits either
             continue
         if i >= members:
@@ -915,7 +918,8 @@ def _fill(total: list[float] | None, start: int, order: np.ndarray, free: np.nda
 
 
 def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, placed_before: np.ndarray,
-           open_state: np.ndarray | None = None, open_stash: np.ndarray | None = None) -> np.ndarray | None:
+           open_state: np.ndarray | None = None, open_stash: np.ndarray | None = None,
+           near: Callable[[int], np.ndarray] | None = None) -> np.ndarray | None:
     """A complete placement that keeps slots ``< t`` of ``placement``, puts slot ``t`` on ``a``
     and re-places everything after it from scratch, or ``None`` when this construction finds
     none (a sound test: a returned placement fits by the cost model's rule, checked).
@@ -925,12 +929,20 @@ def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, plac
     replica's stash count is bounded by a pipeline depth tried in growing steps: a fill that
     stays within the bound fits at its real (smaller or equal) stash count.
 
+    ``near`` (optional) makes the new machines *nearest first* instead: ``near(m)`` is every
+    machine in a walk from ``m`` (``m`` first; e.g. a nearest-neighbour chain). The open
+    replica walks from ``a``, each later replica from the roomiest machine left. Roomiest
+    first needs the fewest machines (what the mask's soundness test wants); nearest first keeps
+    the stages in one region (what a fast pipeline wants: on 12 machines in 4 cities x LLaMA-65B
+    the roomiest re-plan from ``latency-chain-dp``'s first machine crosses an ocean, 1.70x slower).
+
     Args:
         static: the instance's :class:`CompletionStatic`.
         placement: ``[D, L]`` with the placed slots (``< t``) in front.
         placed_before: ``[M]`` bytes the complete replicas before slot ``t``'s use.
         open_state, open_stash: ``[M]`` state and per-micro-batch stash bytes of the open
             replica's placed layers (computed from ``placement`` when not given).
+        near: the walk that orders new machines (``None``: roomiest first).
     """
     s = static
     n_layers, d_par, m = s.num_layers, s.data_parallel, s.num_machines
@@ -967,8 +979,11 @@ def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, plac
         key = np.where(member, free + 2.0 * float(s.capacity_bytes.max()) + 1.0, free)
         key[a] = np.inf
         order = np.argsort(-key, kind="stable")
-        tail = (_fill(None, layer + 1, order, free, len(members), depth, s.need_rows(k)) if per_machine
-                else _fill(s.need_cumsum(k), layer + 1, order, free, len(members), depth))
+        if near is not None:  # a, the members by room, then the walk's new machines
+            walk = near(a)
+            order = np.concatenate((order[: len(members)], walk[~member[walk]]))
+        tail = (_fill(None, layer + 1, order, free, len(members), depth, s.need_rows(k), near is not None) if per_machine
+                else _fill(s.need_cumsum(k), layer + 1, order, free, len(members), depth, skip_full=near is not None))
         if tail is not None:
             placed_row = np.concatenate((head, tail))
             break
@@ -980,13 +995,15 @@ def replan(static: CompletionStatic, placement: np.ndarray, t: int, a: int, plac
             free_all = s.capacity_bytes - used
             order = np.argsort(-free_all, kind="stable")
             fewest = s.fewest_machines(free_all[order])
+            if near is not None:
+                order = near(int(order[0]))
             placed_row = None
             for depth in _depth_bounds(1, most):
                 if depth < fewest:
                     continue  # the roomiest `depth` machines cannot hold it: the fill would fail
                 k = s.stash_by_depth[depth]
-                placed_row = (_fill(None, 0, order, free_all, 0, depth, s.need_rows(k)) if per_machine
-                              else _fill(s.need_cumsum(k), 0, order, free_all, 0, depth))
+                placed_row = (_fill(None, 0, order, free_all, 0, depth, s.need_rows(k), near is not None) if per_machine
+                              else _fill(s.need_cumsum(k), 0, order, free_all, 0, depth, skip_full=near is not None))
                 if placed_row is not None:
                     break
             if placed_row is None:

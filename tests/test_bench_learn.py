@@ -41,11 +41,16 @@ def test_bench_instances_differ_in_shape():
         bench_instance("nope")
 
 
-def test_cli_tiny_budget_keys_and_null_when_not_reached():
-    args = ["bench", "learn", "--json", "--timesteps", "16", "--eval-every", "8", "--seeds", "2", "--instances", "default", *TINY]
+def test_cli_tiny_budget_keys_and_null_when_not_reached(tmp_path):
+    args = ["bench", "learn", "--json", "--timesteps", "16", "--eval-every", "8", "--seeds", "2", "--instances", "default",
+            "--out", str(tmp_path), *TINY]  # fmt: skip
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    assert "default seed 1: 16 steps" in result.stderr  # progress on stderr, the JSON alone on stdout
+    out = json.loads(result.stdout)
+    saved = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in row.items() if k != "curve"} for row in saved] == out["runs"]
+    assert [steps for steps, _ in saved[0]["curve"]] == [0, 8, 16]  # every evaluation, in order
     assert set(out) == {"runs", "reached_fraction", "steps_to_chain_dp_median"}
     assert [(r["instance"], r["seed"]) for r in out["runs"]] == [("default", 0), ("default", 1)]
     for r in out["runs"]:

@@ -421,3 +421,27 @@ def test_adopt_takes_a_fitting_completion_and_refuses_others():
         assert w.allowed()[plan[0, layer]]
         w.commit(int(plan[0, layer]))
         assert_consistent(w) if layer < 3 else None
+
+
+@settings(max_examples=60, deadline=None)
+@given(tight_random_instances(), st.data())
+def test_nearest_first_replan_keeps_the_prefix_and_fits(case, data):
+    """The re-plan with a walk order (``near``) keeps the placed slots, puts slot t on the chosen
+    machine and, whenever it returns a placement, that placement fits by the cost model."""
+    instance, _ = case
+    start = naive_placement(instance)
+    if start is None:
+        return
+    static = completion.CompletionStatic.of(instance)
+    m, n_layers = static.num_machines, static.num_layers
+    t = data.draw(st.integers(0, static.data_parallel * n_layers - 1))
+    a = data.draw(st.integers(0, m - 1))
+    placement = np.asarray(start, dtype=np.int64).copy()
+    placement.reshape(-1)[t:] = -1
+    placed_before = static.replicas_bytes(start, t // n_layers)
+    out = completion.replan(static, placement, t, a, placed_before, near=lambda here: np.roll(np.arange(m), -here))
+    if out is None:
+        return
+    assert np.array_equal(out.reshape(-1)[:t], np.asarray(start).reshape(-1)[:t])
+    assert out.reshape(-1)[t] == a
+    assert bool(cost.iteration_times(instance.cluster, instance.workload, out[None]).memory_feasible[0])

@@ -121,13 +121,34 @@ def candidate_completions(placement: np.ndarray, t: int, machines: np.ndarray) -
     return out
 
 
-def pipeline_times(state: Any, t: int, machines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+class NearestWalks:
+    """Nearest-neighbour walks over one instance's machines
+    (:func:`hulk_env.baselines.common.nearest_neighbour_chain`), one per start, kept: the
+    lookahead's nearest-first re-plan asks for the same few starts at every step."""
+
+    def __init__(self, instance: Any) -> None:
+        from hulk_env.baselines.common import NeighbourOrder
+
+        self.instance = instance
+        self._order = NeighbourOrder(instance)
+        self._walks: dict[int, np.ndarray] = {}
+
+    def __call__(self, start: int) -> np.ndarray:
+        walk = self._walks.get(start)
+        if walk is None:
+            from hulk_env.baselines.common import nearest_neighbour_chain
+
+            walk = self._walks[start] = nearest_neighbour_chain(self.instance, start, order=self._order)
+        return walk
+
+
+def pipeline_times(state: Any, t: int, machines: np.ndarray, walks: NearestWalks | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``([K] seconds, [K] fits)``: for each machine, the fastest :func:`pipeline_options`
-    completion after slot ``t`` goes there that fits in memory; where none fits, the witness's
-    re-plan from that machine (:func:`hulk_env.completion.replan`: the open replica fills the
-    machine as far as memory allows, then its other machines, then the roomiest new ones;
-    later replicas on the roomiest machines), which fits by construction; where that finds
-    none either, the fastest option's time and ``fits = False``.
+    completion after slot ``t`` goes there that fits in memory; where none fits, the faster of
+    the witness's two re-plans from that machine (:func:`hulk_env.completion.replan`: the open
+    replica fills the machine as far as memory allows, then its other machines, then new ones
+    roomiest first -- or, with ``walks``, nearest first), which fit by construction; where
+    neither finds one, the fastest option's time and ``fits = False``.
 
     Why the re-plan: a completion that does not fit has a time the cost model computes as if
     memory were unbounded, and on a memory-tight instance *every* stay completion overflows
@@ -135,9 +156,15 @@ def pipeline_times(state: Any, t: int, machines: np.ndarray) -> tuple[np.ndarray
     back and forth between the two fastest machines until the mask stops it (measured:
     +151% over ``latency-chain-dp`` untrained, unmoved by 2,048 PPO steps).
 
+    Why both re-plans: roomiest first needs the fewest machines but scatters stages over
+    regions; on ``hulk bench learn``'s memory-tight instance (12 machines in 4 cities x
+    LLaMA-65B) it rated ``latency-chain-dp``'s first machine 1.70x slower than it is, so PPO
+    never tried that start. Nearest first finds chain-dp's layout from there.
+
     ``state``: the env's episode (``placement``, ``static.instance``, and for the re-plan a
-    ``witness``, as :class:`hulk_env.env.PlacementEnvV1` keeps); one batched cost-model call,
-    plus one for the re-plans when there are any.
+    ``witness``, as :class:`hulk_env.env.PlacementEnvV1` keeps); ``walks``: the instance's
+    :class:`NearestWalks` (``None``: roomiest first only). One batched cost-model call, plus
+    one for the re-plans when there are any.
     """
     from hulk_env.completion import replan
 
@@ -156,15 +183,16 @@ def pipeline_times(state: Any, t: int, machines: np.ndarray) -> tuple[np.ndarray
         placed_before = static.replicas_bytes(state.placement, t // static.num_layers)
         plans, rows = [], []
         for i in missing.tolist():
-            plan = replan(static, state.placement, t, int(machines[i]), placed_before)
-            if plan is not None:
-                plans.append(plan)
-                rows.append(i)
+            for near in (None, walks) if walks is not None else (None,):
+                plan = replan(static, state.placement, t, int(machines[i]), placed_before, near=near)
+                if plan is not None:
+                    plans.append(plan)
+                    rows.append(i)
         if plans:
             planned = cost.iteration_times(inst.cluster, inst.workload, np.stack(plans))
             good = np.asarray(planned.memory_feasible, dtype=bool)
             idx = np.asarray(rows)[good]
-            best[idx] = planned.iteration_time_s[good]
+            np.minimum.at(best, idx, planned.iteration_time_s[good])
             fits[idx] = True
     return np.where(np.isfinite(best), best, seconds.min(axis=1)), fits
 
@@ -190,6 +218,7 @@ class StayLookahead(gym.Wrapper):
         # its id from being reused by another instance's while it is cached.
         self._prefix: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._gains = np.zeros(env.unwrapped.max_machines)
+        self._walks: NearestWalks | None = None
         if lookahead:
             m = env.unwrapped.max_machines
             space = dict(env.observation_space.spaces)
@@ -225,6 +254,12 @@ class StayLookahead(gym.Wrapper):
             entry = self._prefix[key] = (workload, workload.with_training(data_parallel=replicas))
         return entry[1]
 
+    def _nearest_walks(self, instance: Any) -> NearestWalks:
+        """The episode instance's :class:`NearestWalks` (a new instance gets new ones)."""
+        if self._walks is None or self._walks.instance is not instance:
+            self._walks = NearestWalks(instance)
+        return self._walks
+
     def _potential(self) -> float:
         s = self.env.unwrapped.state
         static = s.static
@@ -233,7 +268,7 @@ class StayLookahead(gym.Wrapper):
             if s.t == 0:
                 return 0.0
             last = int(s.placement.reshape(-1)[s.t - 1])
-            time_s = pipeline_times(s, s.t - 1, np.array([last]))[0][0]
+            time_s = pipeline_times(s, s.t - 1, np.array([last]), self._nearest_walks(inst))[0][0]
             return log_speedup_reward(time_s, static.reference_time_s)
         full = stay_completion(s.placement, s.t)
         if len(full) == 0:
@@ -251,7 +286,7 @@ class StayLookahead(gym.Wrapper):
             inst = static.instance
             valid = np.flatnonzero(s.mask[: static.num_machines])
             if len(valid) and self.completion == "pipeline":
-                t, fits = pipeline_times(s, s.t, valid)
+                t, fits = pipeline_times(s, s.t, valid, self._nearest_walks(inst))
                 gains[valid, 0] = np.maximum(np.log(t.min() / t), -LOOKAHEAD_CLIP)
                 gains[valid, 1] = fits
             elif len(valid):
