@@ -161,3 +161,20 @@ def test_plan_settings_reach_the_random_generator_and_only_it():
     assert not any(parallelism.plan_active(plain(np.random.default_rng(s)).workload) for s in range(6))
     with pytest.raises(HulkInputError, match="env.plan_settings"):
         training_source(apply_overrides(RunConfig(), ["env.plan_settings=true"]))
+
+
+def test_anneal_lr_decays_the_step_size_linearly_to_zero():
+    """``ppo.anneal_lr``: the model's schedule is the configured rate x the share of the run
+    still to go; off (the default), the rate stays constant."""
+    from agents.training.train import build_model, make_vec_env
+    from hulk_env.feasibility import Padding
+    from hulk_env.generators import ToyGenerator
+
+    for anneal in (True, False):
+        cfg = load_config("smoke", [f"ppo.anneal_lr={str(anneal).lower()}", "ppo.learning_rate=0.002"])
+        gen = ToyGenerator()
+        model = build_model(cfg, make_vec_env(gen, Padding(8, 16, 32), cfg, 1), None)
+        rates = [model.lr_schedule(p) for p in (1.0, 0.5, 0.0)]
+        assert rates == ([0.002, 0.001, 0.0] if anneal else [0.002] * 3)
+    with pytest.raises(HulkInputError, match="anneal_lr"):
+        load_config(None, ["ppo.anneal_lr=maybe"])

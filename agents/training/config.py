@@ -132,7 +132,9 @@ class ImitationConfig:
 
 @dataclass
 class PPOConfig:
-    """``sb3_contrib.MaskablePPO`` hyper-parameters (same names as the library)."""
+    """``sb3_contrib.MaskablePPO`` hyper-parameters (same names as the library), and
+    ``anneal_lr``: decay the learning rate linearly to 0 over the run's ``total_timesteps``
+    (CleanRL's PPO default; late updates then refine instead of undoing what was learnt)."""
 
     learning_rate: float = 3e-4
     n_steps: int = 256
@@ -146,6 +148,7 @@ class PPOConfig:
     max_grad_norm: float = 0.5
     target_kl: float | None = None
     normalize_advantage: bool = True
+    anneal_lr: bool = False
 
 
 @dataclass

@@ -145,6 +145,8 @@ def build_model(config: RunConfig, vec_env: DummyVecEnv, tb_dir: Path | None) ->
     p = config.policy
     policy_cls, policy_kwargs = policy_class_and_kwargs(p.extractor, p.hidden_dim, p.machine_rounds, p.layer_rounds, p.heads, p.gain_prior)
     ppo = asdict(config.ppo)
+    if ppo.pop("anneal_lr"):
+        ppo["learning_rate"] = linear_schedule(config.ppo.learning_rate)
     return MaskablePPO(
         policy_cls,
         vec_env,
@@ -155,6 +157,12 @@ def build_model(config: RunConfig, vec_env: DummyVecEnv, tb_dir: Path | None) ->
         verbose=0,
         **ppo,
     )
+
+
+def linear_schedule(initial: float) -> Callable[[float], float]:
+    """SB3's learning-rate schedule for ``ppo.anneal_lr``: ``initial`` x the share of the run's
+    steps still to go (SB3's ``progress_remaining``, 1 -> 0)."""
+    return lambda progress_remaining: initial * progress_remaining
 
 
 def seed_everything(seed: int, threads: int) -> None:

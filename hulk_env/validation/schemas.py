@@ -547,6 +547,7 @@ class PPOSection(Strict):
     max_grad_norm: Number(0, 1e6, positive=True)
     target_kl: Number(0, 100, positive=True) | None
     normalize_advantage: Bool
+    anneal_lr: Bool
 
     @model_validator(mode="after")
     def _minibatch(self) -> PPOSection:
