@@ -178,3 +178,12 @@ def test_anneal_lr_decays_the_step_size_linearly_to_zero():
         assert rates == ([0.002, 0.001, 0.0] if anneal else [0.002] * 3)
     with pytest.raises(HulkInputError, match="anneal_lr"):
         load_config(None, ["ppo.anneal_lr=maybe"])
+
+
+def test_completion_rules_agree_with_the_schema():
+    """The config and saved-policy schemas accept exactly the lookahead's completion rules."""
+    from agents.training.shaping import COMPLETIONS
+    from hulk_env.validation.schemas import LOOKAHEAD_COMPLETIONS
+
+    assert COMPLETIONS == LOOKAHEAD_COMPLETIONS
+    assert load_config(None, ["env.completion=split"]).env.completion == "split"

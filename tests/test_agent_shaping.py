@@ -162,3 +162,34 @@ def test_lookahead_on_the_memory_tight_instance_rates_chain_dps_start_best():
     obs, _ = instance_env(inst, "pipeline").reset(options={"instance": inst})
     assert obs[LOOKAHEAD_KEY][start, 1] == 1.0
     assert obs[LOOKAHEAD_KEY][start, 0] >= math.log(1 / 1.05)
+
+
+def test_split_options_are_balanced_contiguous_pipelines():
+    """Every valid split option keeps the placed slots, puts slot t on its candidate, cuts the
+    rest of the replica into s contiguous stages on distinct machines the replica did not use
+    (the candidate's stage first, continuing the predecessor's run when it is that machine),
+    and the later replica copies it."""
+    from agents.benchmarks.bench_learn import bench_instance
+    from agents.training.shaping import NearestWalks, split_options
+
+    inst = bench_instance("multi-replica")
+    w = inst.workload
+    n_layers = w.num_layers
+    placement = np.full((2, n_layers), -1)
+    placement[0, :5] = [3, 3, 7, 7, 7]
+    machines = np.arange(inst.cluster.num_machines)
+    out, valid = split_options(placement, 5, machines, NearestWalks(inst), inst.cluster.flops, 3 * w.flops + w.recompute_flops)
+    assert out.shape == (len(machines), 3, 2, n_layers) and valid[:, 0].sum() >= len(machines) - 2
+    for k, s in zip(*np.nonzero(valid), strict=True):
+        row = out[k, s, 0]
+        assert np.array_equal(row[:5], [3, 3, 7, 7, 7]) and row[5] == machines[k]
+        assert np.array_equal(out[k, s, 1], row)
+        first = 2 if machines[k] == 7 else 5
+        stages = [int(m) for i, m in enumerate(row[first:]) if i == 0 or m != row[first + i - 1]]
+        assert len(stages) == s + 2 and len(set(stages)) == len(stages)  # contiguous, distinct
+        assert not set(stages[1:]) & {3, 7}
+        # balanced: each stage's share of the work is its machine's share of the FLOP/s, to a layer or two
+        work = (3 * w.flops + w.recompute_flops)[first:]
+        rate = inst.cluster.flops[stages] / inst.cluster.flops[stages].sum()
+        done = np.array([work[row[first:] == m].sum() for m in stages]) / work.sum()
+        assert np.abs(done - rate).max() <= 2 * work.max() / work.sum()

@@ -59,7 +59,8 @@ from hulk_env.rewards import log_speedup_reward
 
 LOOKAHEAD_KEY = "lookahead"
 LOOKAHEAD_CLIP = 3.0  # log time ratios: 3 = 20x slower than the best candidate
-COMPLETIONS = ("stay", "pipeline")  # StayLookahead's completion rules (see the module doc)
+COMPLETIONS = ("stay", "pipeline", "split")  # StayLookahead's completion rules (see the module doc)
+SPLIT_STAGES = 4  # the split completion tries 2 .. SPLIT_STAGES stages from the candidate
 
 
 def lookahead_space(max_machines: int) -> spaces.Box:
@@ -132,6 +133,7 @@ class NearestWalks:
         self.instance = instance
         self._order = NeighbourOrder(instance)
         self._walks: dict[int, np.ndarray] = {}
+        self._matrix: np.ndarray | None = None
 
     def __call__(self, start: int) -> np.ndarray:
         walk = self._walks.get(start)
@@ -141,14 +143,86 @@ class NearestWalks:
             walk = self._walks[start] = nearest_neighbour_chain(self.instance, start, order=self._order)
         return walk
 
+    def matrix(self) -> np.ndarray:
+        """``[M, M]``: row ``a`` is the walk from ``a`` (``a`` first)."""
+        if self._matrix is None:
+            self._matrix = np.stack([self(a) for a in range(self.instance.cluster.num_machines)])
+        return self._matrix
 
-def pipeline_times(state: Any, t: int, machines: np.ndarray, walks: NearestWalks | None = None) -> tuple[np.ndarray, np.ndarray]:
+
+def _balanced_rows(firsts: np.ndarray, nexts: np.ndarray, ok_next: np.ndarray, flops: np.ndarray,
+                   cum_work: np.ndarray, min_first: int) -> tuple[np.ndarray, np.ndarray]:
+    """``([K, S - 1, n] machines, [K, S - 1] valid)``: the ``n`` layers of ``cum_work``
+    (cumulative work, the current stage's first layer first) cut into ``s = 2 .. S`` stages on
+    ``firsts[k]`` then ``nexts[k, :s - 1]``, each stage's share of the work its machine's share
+    of the FLOP/s; the first stage keeps at least ``min_first`` layers and every stage one."""
+    k, extra = nexts.shape
+    n = len(cum_work)
+    machines = np.concatenate((firsts[:, None], nexts), axis=1)  # [K, S]
+    rate = flops[machines]
+    rows = np.empty((k, extra, n), dtype=np.int64)
+    valid = np.zeros((k, extra), dtype=bool)
+    layer = np.arange(n)
+    for s in range(2, extra + 2):
+        share = np.cumsum(rate[:, :s], axis=1)[:, :-1] / rate[:, :s].sum(axis=1, keepdims=True)
+        cuts = np.searchsorted(cum_work, share.ravel() * cum_work[-1]).reshape(k, s - 1) + 1
+        cuts[:, 0] = np.maximum(cuts[:, 0], min_first)
+        sizes = np.diff(np.concatenate((np.zeros((k, 1), np.int64), cuts, np.full((k, 1), n)), axis=1), axis=1)
+        valid[:, s - 2] = (sizes >= 1).all(axis=1) & ok_next[:, : s - 1].all(axis=1)
+        stage = (layer[None, None, :] >= cuts[:, :, None]).sum(axis=1)  # [K, n]
+        rows[:, s - 2] = np.take_along_axis(machines, np.minimum(stage, s - 1), axis=1)
+    return rows, valid
+
+
+def split_options(placement: np.ndarray, t: int, machines: np.ndarray, walks: NearestWalks,
+                  flops: np.ndarray, layer_work: np.ndarray, stages: int = SPLIT_STAGES) -> tuple[np.ndarray, np.ndarray]:
+    """``([K, stages - 1, D, L], [K, stages - 1] valid)``: for each machine in ``machines``, slot
+    ``t`` (replica ``r``, layer ``l``) placed there and the rest of replica ``r`` cut into a
+    balanced pipeline of ``s = 2 .. stages`` stages: the candidate's stage (with the layers it
+    already holds when it is the predecessor's machine) and the next ``s - 1`` machines of its
+    nearest-neighbour walk that the replica does not use yet, each stage's work
+    (``layer_work``) in proportion to its machine's FLOP/s; later replicas copy replica ``r``.
+
+    Why: the stay and ring completions compare *switch now* with *never switch*, so the greedy
+    switches as soon as a switch pays at all -- a stage of 2 layers where the best is 13 -- and
+    at the first slot cannot see which machine has a fast neighbour for the next stage. The
+    balanced cut is the one-step lookahead of a better base heuristic (Bertsekas' rollout
+    algorithm: a one-step lookahead improves on the policy that completes it).
+    """
+    n_layers = placement.shape[1]
+    r, layer = divmod(t, n_layers)
+    row = placement[r, :layer]
+    used = np.zeros(len(flops), dtype=bool)
+    used[row] = True
+    walk = walks.matrix()[machines]  # [K, M]
+    excluded = used[walk] | (walk == machines[:, None])
+    pick = np.argsort(excluded, axis=1, kind="stable")[:, : stages - 1]
+    nexts = np.take_along_axis(walk, pick, axis=1)
+    ok_next = ~np.take_along_axis(excluded, pick, axis=1)
+    out = np.repeat(placement[None, None], len(machines), axis=0).repeat(stages - 1, axis=1)
+    pred = int(row[-1]) if layer else -1
+    run = int(np.argmax(row[::-1] != pred)) if (row != pred).any() else layer
+    is_pred = machines == pred
+    valid = np.zeros((len(machines), stages - 1), dtype=bool)
+    for group, first in ((~is_pred, layer), (is_pred, layer - run)):
+        if not group.any():
+            continue
+        rows, ok = _balanced_rows(machines[group], nexts[group], ok_next[group], flops, np.cumsum(layer_work[first:]), layer - first + 1)
+        out[group, :, r, first:] = rows
+        valid[group] = ok
+    out[:, :, r + 1 :] = out[:, :, r : r + 1]
+    return out, valid
+
+
+def pipeline_times(state: Any, t: int, machines: np.ndarray, walks: NearestWalks | None = None,
+                   split: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``([K] seconds, [K] fits)``: for each machine, the fastest :func:`pipeline_options`
     completion after slot ``t`` goes there that fits in memory; where none fits, the faster of
     the witness's two re-plans from that machine (:func:`hulk_env.completion.replan`: the open
     replica fills the machine as far as memory allows, then its other machines, then new ones
     roomiest first -- or, with ``walks``, nearest first), which fit by construction; where
-    neither finds one, the fastest option's time and ``fits = False``.
+    neither finds one, the fastest option's time and ``fits = False``. ``split`` (the ``split``
+    completion rule, needs ``walks``): the :func:`split_options` count as options too.
 
     Why the re-plan: a completion that does not fit has a time the cost model computes as if
     memory were unbounded, and on a memory-tight instance *every* stay completion overflows
@@ -178,6 +252,15 @@ def pipeline_times(state: Any, t: int, machines: np.ndarray, walks: NearestWalks
     fits = ok.any(axis=1)
     witness = getattr(state, "witness", None)
     missing = np.flatnonzero(~fits)
+    if split and walks is not None:
+        w = inst.workload
+        options, valid = split_options(state.placement, t, machines, walks, inst.cluster.flops, 3.0 * w.flops + w.recompute_flops)
+        rows, cols = np.nonzero(valid)
+        if len(rows):
+            timed = cost.iteration_times(inst.cluster, inst.workload, options[rows, cols])
+            good = np.asarray(timed.memory_feasible, dtype=bool)
+            np.minimum.at(best, rows[good], timed.iteration_time_s[good])
+            fits[rows[good]] = True
     if len(missing) and witness is not None:
         static = witness.static
         placed_before = static.replicas_bytes(state.placement, t // static.num_layers)
@@ -264,11 +347,11 @@ class StayLookahead(gym.Wrapper):
         s = self.env.unwrapped.state
         static = s.static
         inst = static.instance
-        if self.completion == "pipeline":
+        if self.completion in ("pipeline", "split"):
             if s.t == 0:
                 return 0.0
             last = int(s.placement.reshape(-1)[s.t - 1])
-            time_s = pipeline_times(s, s.t - 1, np.array([last]), self._nearest_walks(inst))[0][0]
+            time_s = pipeline_times(s, s.t - 1, np.array([last]), self._nearest_walks(inst), self.completion == "split")[0][0]
             return log_speedup_reward(time_s, static.reference_time_s)
         full = stay_completion(s.placement, s.t)
         if len(full) == 0:
@@ -285,8 +368,8 @@ class StayLookahead(gym.Wrapper):
             static = s.static
             inst = static.instance
             valid = np.flatnonzero(s.mask[: static.num_machines])
-            if len(valid) and self.completion == "pipeline":
-                t, fits = pipeline_times(s, s.t, valid, self._nearest_walks(inst))
+            if len(valid) and self.completion in ("pipeline", "split"):
+                t, fits = pipeline_times(s, s.t, valid, self._nearest_walks(inst), self.completion == "split")
                 gains[valid, 0] = np.maximum(np.log(t.min() / t), -LOOKAHEAD_CLIP)
                 gains[valid, 1] = fits
             elif len(valid):

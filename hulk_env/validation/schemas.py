@@ -418,13 +418,17 @@ class PolicyPadding(Strict):
     max_edges: Number(1, limits.MAX_SLOTS * 16, integer=True, limit_high="MAX_SLOTS")
 
 
+# The lookahead's completion rules (agents.training.shaping.COMPLETIONS; a test keeps them equal).
+LOOKAHEAD_COMPLETIONS = ("stay", "pipeline", "split")
+
+
 def _parse_lookahead(value: Any) -> bool | str:
     """A saved policy's ``lookahead``: true / false (the stay completion) or a completion rule."""
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value in ("stay", "pipeline"):
+    if isinstance(value, str) and value in LOOKAHEAD_COMPLETIONS:
         return value
-    raise _fail(f"expected true, false, 'stay' or 'pipeline', got {safe_repr(value)}")
+    raise _fail(f"expected true, false or one of {', '.join(map(repr, LOOKAHEAD_COMPLETIONS))}, got {safe_repr(value)}")
 
 
 class PolicyObservation(Strict):
@@ -507,7 +511,7 @@ class EnvSection(Strict):
     reward: _choice(("terminal", "dense", "stay", "cost", "mixed"))
     invalid_action: _choice(("fallback", "penalty"))
     lookahead: Bool
-    completion: _choice(("stay", "pipeline"))  # the lookahead's and shaping's completion (agents.training.shaping)
+    completion: _choice(LOOKAHEAD_COMPLETIONS)  # the lookahead's and shaping's completion (agents.training.shaping)
     plan: Bool
     plan_settings: Bool  # random generator: draw plan settings per instance
     cities: list[Name]
