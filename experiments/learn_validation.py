@@ -45,7 +45,9 @@ def variant_instance(name: str):
     cities = training_cities()
     gpt = catalog.get_model("gpt3-1.3b")
     if name == "default-val":
-        return Instance(geo_cluster(cities[20:32], 4, GPU_MIXES["paper"], seed=12, name=name), gpt, f"learn-val/{name}")
+        # seed 13: the first from 12 on where compute-greedy is > 1% behind latency-chain-dp
+        # (seed 12's best placement is one machine: nothing to learn)
+        return Instance(geo_cluster(cities[20:32], 4, GPU_MIXES["paper"], seed=13, name=name), gpt, f"learn-val/{name}")
     if name == "multi-replica-val":
         cluster = geo_cluster(cities[20:32], 4, GPU_MIXES["paper"], seed=11, name=name)
         return Instance(cluster, gpt.with_training(data_parallel=2), f"learn-val/{name}")
