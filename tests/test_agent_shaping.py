@@ -49,13 +49,14 @@ def test_pipeline_options():
 
 
 @pytest.mark.parametrize(
-    ("shape", "completion"), [(True, "stay"), (False, "stay"), pytest.param(True, "pipeline", marks=pytest.mark.slow)]
+    ("shape", "completion"),
+    [(True, "stay"), (False, "stay"), pytest.param(True, "pipeline", marks=pytest.mark.slow), pytest.param(True, "split", marks=pytest.mark.slow)],
 )
 def test_returns_equal_the_terminal_reward(shape, completion):
     """Over many fresh toy instances (D in {1, 2}): the shaped return is the env's terminal
     return; the lookahead gain is 0 for the best valid machine and masked ones, <= 0 elsewhere;
     a machine whose stay completion fits is never one whose completion breaks memory."""
-    base = PlacementEnvV1 if completion == "pipeline" else PlacementEnv  # v1 keeps the witness the re-plan reads
+    base = PlacementEnvV1 if completion != "stay" else PlacementEnv  # v1 keeps the witness the re-plan reads
     env = StayLookahead(base(generator=ToyGenerator(), reward="terminal"), shape=shape, completion=completion)
     rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=0)
@@ -81,9 +82,9 @@ def test_returns_equal_the_terminal_reward(shape, completion):
         obs, _ = env.reset()
 
 
-@pytest.mark.parametrize("completion", ["stay", pytest.param("pipeline", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("completion", ["stay", *(pytest.param(c, marks=pytest.mark.slow) for c in ("pipeline", "split"))])
 def test_lookahead_is_the_shaped_reward_up_to_a_constant(completion):
-    base = PlacementEnvV1 if completion == "pipeline" else PlacementEnv
+    base = PlacementEnvV1 if completion != "stay" else PlacementEnv
     env = StayLookahead(base(generator=ToyGenerator(), reward="terminal"), completion=completion)
     obs, _ = env.reset(seed=4)
     rng = np.random.default_rng(1)
@@ -193,3 +194,22 @@ def test_split_options_are_balanced_contiguous_pipelines():
         rate = inst.cluster.flops[stages] / inst.cluster.flops[stages].sum()
         done = np.array([work[row[first:] == m].sum() for m in stages]) / work.sum()
         assert np.abs(done - rate).max() <= 2 * work.max() / work.sum()
+
+
+def test_split_options_on_fewer_machines_than_stages():
+    """Two machines: at most two stages (one split option per candidate); one machine: none."""
+    from agents.training.shaping import split_options
+
+    class Walks:
+        def __init__(self, m: int) -> None:
+            self.m = m
+
+        def matrix(self) -> np.ndarray:
+            return np.array([np.roll(np.arange(self.m), -a) for a in range(self.m)])
+
+    placement = np.full((1, 6), -1)
+    out, valid = split_options(placement, 0, np.arange(2), Walks(2), np.array([1e14, 2e14]), np.ones(6))
+    assert out.shape == (2, 1, 1, 6) and valid.all()
+    assert out[0, 0, 0].tolist() == [0, 0, 1, 1, 1, 1]  # a third of the work on the machine with a third of the FLOP/s
+    out, valid = split_options(placement, 0, np.arange(1), Walks(1), np.array([1e14]), np.ones(6))
+    assert out.shape == (1, 0, 1, 6) and valid.shape == (1, 0)

@@ -191,6 +191,9 @@ def split_options(placement: np.ndarray, t: int, machines: np.ndarray, walks: Ne
     """
     n_layers = placement.shape[1]
     r, layer = divmod(t, n_layers)
+    stages = min(stages, len(flops))  # no more stages than machines
+    if stages < 2:
+        return np.empty((len(machines), 0, *placement.shape), dtype=np.int64), np.zeros((len(machines), 0), dtype=bool)
     row = placement[r, :layer]
     used = np.zeros(len(flops), dtype=bool)
     used[row] = True
