@@ -179,7 +179,7 @@ def test_split_options_are_balanced_contiguous_pipelines():
     placement = np.full((2, n_layers), -1)
     placement[0, :5] = [3, 3, 7, 7, 7]
     machines = np.arange(inst.cluster.num_machines)
-    out, valid = split_options(placement, 5, machines, NearestWalks(inst), inst.cluster.flops, 3 * w.flops + w.recompute_flops)
+    out, valid = split_options(placement, 5, machines, NearestWalks(inst), inst.cluster.flops, cost.train_flops(w))
     assert out.shape == (len(machines), 3, 2, n_layers) and valid[:, 0].sum() >= len(machines) - 2
     for k, s in zip(*np.nonzero(valid), strict=True):
         row = out[k, s, 0]
@@ -190,7 +190,7 @@ def test_split_options_are_balanced_contiguous_pipelines():
         assert len(stages) == s + 2 and len(set(stages)) == len(stages)  # contiguous, distinct
         assert not set(stages[1:]) & {3, 7}
         # balanced: each stage's share of the work is its machine's share of the FLOP/s, to a layer or two
-        work = (3 * w.flops + w.recompute_flops)[first:]
+        work = cost.train_flops(w)[first:]
         rate = inst.cluster.flops[stages] / inst.cluster.flops[stages].sum()
         done = np.array([work[row[first:] == m].sum() for m in stages]) / work.sum()
         assert np.abs(done - rate).max() <= 2 * work.max() / work.sum()

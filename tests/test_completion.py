@@ -248,7 +248,7 @@ def test_start_witness_explains_an_instance_that_cannot_fit():
         start_witness(inst)
 
 
-# ---- plan settings: every machine holds a slot at its own rates (issue 35) -----------------------
+# ---- plan settings (tensor parallel, ZeRO): every machine holds a slot at its own rates --------
 
 
 SETTINGS_V0 = 8  # instances of the settings-v0 suite
@@ -308,7 +308,7 @@ def masked_episodes(env_cls, instances, seeds) -> list[tuple[str, int, bool, boo
             done = False
             while not done:
                 valid = np.flatnonzero(obs["action_mask"])
-                # seed 0: always the highest-index allowed machine (the issue's probe), else random
+                # seed 0: always the highest-index allowed machine (the walk that once overflowed), else random
                 obs, _, done, _, info = env.step(int(valid[-1]) if seed == 0 else int(rng.choice(valid)))
             p = np.array(info["placement"])
             feasible = not info["dead_end"] and bool(cost.evaluate(inst.cluster, inst.workload, p).memory_feasible)

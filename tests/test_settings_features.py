@@ -265,7 +265,7 @@ def test_cost_reward_run_validates_on_dollars(tmp_path):
 def test_env_mask_keeps_tensor_parallel_groups_within_memory():
     """settings-v0/2 (TP 4, ZeRO 2, D 2; d_m = 2 on its 8-GPU boxes): the highest-index allowed
     machine at every step ended 1.27x over one machine's memory under cost.memory_use_bytes when
-    the mask bounded a slot with one data-parallel group per machine (issue 35); the mask now
+    the mask bounded a slot with one data-parallel group per machine; the mask now
     uses every machine's own rates (feasibility.plan_slot_memory)."""
     inst = suite_instance("settings-v0", 2)
     env = PlacementEnvV1(generator=InstanceListGenerator((inst,)))

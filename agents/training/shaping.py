@@ -54,6 +54,7 @@ import numpy as np
 from gymnasium import spaces
 
 from hulk_env import cost
+from hulk_env.baselines.common import NeighbourOrder, nearest_neighbour_chain
 from hulk_env.errors import HulkInputError
 from hulk_env.rewards import log_speedup_reward
 
@@ -128,9 +129,8 @@ class NearestWalks:
     lookahead's nearest-first re-plan asks for the same few starts at every step."""
 
     def __init__(self, instance: Any) -> None:
-        from hulk_env.baselines.common import NeighbourOrder
-
         self.instance = instance
+        self.layer_work = cost.train_flops(instance.workload)  # [L], what split_options balances
         self._order = NeighbourOrder(instance)
         self._walks: dict[int, np.ndarray] = {}
         self._matrix: np.ndarray | None = None
@@ -138,8 +138,6 @@ class NearestWalks:
     def __call__(self, start: int) -> np.ndarray:
         walk = self._walks.get(start)
         if walk is None:
-            from hulk_env.baselines.common import nearest_neighbour_chain
-
             walk = self._walks[start] = nearest_neighbour_chain(self.instance, start, order=self._order)
         return walk
 
@@ -256,8 +254,7 @@ def pipeline_times(state: Any, t: int, machines: np.ndarray, walks: NearestWalks
     witness = getattr(state, "witness", None)
     missing = np.flatnonzero(~fits)
     if split and walks is not None:
-        w = inst.workload
-        options, valid = split_options(state.placement, t, machines, walks, inst.cluster.flops, 3.0 * w.flops + w.recompute_flops)
+        options, valid = split_options(state.placement, t, machines, walks, inst.cluster.flops, walks.layer_work)
         rows, cols = np.nonzero(valid)
         if len(rows):
             timed = cost.iteration_times(inst.cluster, inst.workload, options[rows, cols])
@@ -268,8 +265,9 @@ def pipeline_times(state: Any, t: int, machines: np.ndarray, walks: NearestWalks
         static = witness.static
         placed_before = static.replicas_bytes(state.placement, t // static.num_layers)
         plans, rows = [], []
+        orders = (None,) if walks is None else (None, walks)  # roomiest first, then nearest first
         for i in missing.tolist():
-            for near in (None, walks) if walks is not None else (None,):
+            for near in orders:
                 plan = replan(static, state.placement, t, int(machines[i]), placed_before, near=near)
                 if plan is not None:
                     plans.append(plan)
