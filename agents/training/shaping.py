@@ -62,6 +62,7 @@ LOOKAHEAD_KEY = "lookahead"
 LOOKAHEAD_CLIP = 3.0  # log time ratios: 3 = 20x slower than the best candidate
 COMPLETIONS = ("stay", "pipeline", "split")  # StayLookahead's completion rules (see the module doc)
 SPLIT_STAGES = 4  # the split completion tries 2 .. SPLIT_STAGES stages from the candidate
+BISECTION_STEPS = 10  # the split's bottleneck search: to 2^-10 of a layer's time on the slowest stage
 
 
 def lookahead_space(max_machines: int) -> spaces.Box:
@@ -148,27 +149,57 @@ class NearestWalks:
         return self._matrix
 
 
+def _fill(ext_work: np.ndarray, rate: np.ndarray, limit_s: np.ndarray, min_first: int) -> np.ndarray:
+    """``[K, S]`` layers consumed after each stage by the greedy fill: each stage in turn takes
+    as many of the next layers as it runs within ``limit_s`` at ``rate`` (FLOP/s), the first
+    at least ``min_first``; a stage of rate 0 (past its row's stage count) takes nothing.
+    ``ext_work``: cumulative work with a leading 0."""
+    ends = np.empty(rate.shape, dtype=np.int64)
+    pos = np.zeros(len(rate), dtype=np.int64)
+    for j in range(rate.shape[1]):
+        end = np.searchsorted(ext_work, ext_work[pos] + limit_s * rate[:, j], side="right") - 1
+        pos = ends[:, j] = np.where(rate[:, j] > 0, np.maximum(end, min_first) if j == 0 else end, pos)
+    return ends
+
+
 def _balanced_rows(firsts: np.ndarray, nexts: np.ndarray, ok_next: np.ndarray, flops: np.ndarray,
                    cum_work: np.ndarray, min_first: int) -> tuple[np.ndarray, np.ndarray]:
     """``([K, S - 1, n] machines, [K, S - 1] valid)``: the ``n`` layers of ``cum_work``
-    (cumulative work, the current stage's first layer first) cut into ``s = 2 .. S`` stages on
-    ``firsts[k]`` then ``nexts[k, :s - 1]``, each stage's share of the work its machine's share
-    of the FLOP/s; the first stage keeps at least ``min_first`` layers and every stage one."""
+    (cumulative work, the current stage's first layer first) cut into at most ``s = 2 .. S``
+    stages on ``firsts[k]`` then ``nexts[k, :s - 1]``, in that order, so that the slowest stage
+    (work / FLOP/s) is as fast as a contiguous cut makes it (to 2^-:data:`BISECTION_STEPS` of
+    one layer's time); the first stage keeps at least ``min_first`` layers. A middle machine
+    may get no layer (a slow one whose every layer would be the bottleneck); a row whose last
+    machine gets none is the shorter row again and is not valid.
+
+    Why the bottleneck and not each stage's FLOP/s share of the work: the share's cuts fall
+    inside layers, and rounding them gave a slow first machine (an A10 before three H100s) a
+    layer too many, the stage that then set the pipeline's pace. The search is the classic
+    bisection for the linear partition problem with a fixed machine order: the greedy fill
+    under a limit uses every layer iff the limit is at least the best bottleneck, which lies
+    between the perfect balance and it plus one layer on the slowest machine."""
     k, extra = nexts.shape
     n = len(cum_work)
     machines = np.concatenate((firsts[:, None], nexts), axis=1)  # [K, S]
-    rate = flops[machines]
-    rows = np.empty((k, extra, n), dtype=np.int64)
-    valid = np.zeros((k, extra), dtype=bool)
-    layer = np.arange(n)
-    for s in range(2, extra + 2):
-        share = np.cumsum(rate[:, :s], axis=1)[:, :-1] / rate[:, :s].sum(axis=1, keepdims=True)
-        cuts = np.searchsorted(cum_work, share.ravel() * cum_work[-1]).reshape(k, s - 1) + 1
-        cuts[:, 0] = np.maximum(cuts[:, 0], min_first)
-        sizes = np.diff(np.concatenate((np.zeros((k, 1), np.int64), cuts, np.full((k, 1), n)), axis=1), axis=1)
-        valid[:, s - 2] = (sizes >= 1).all(axis=1) & ok_next[:, : s - 1].all(axis=1)
-        stage = (layer[None, None, :] >= cuts[:, :, None]).sum(axis=1)  # [K, n]
-        rows[:, s - 2] = np.take_along_axis(machines, np.minimum(stage, s - 1), axis=1)
+    counts = np.arange(2, extra + 2)
+    # one row per (candidate, stage count); a stage past the row's count has rate 0
+    live = np.arange(extra + 1)[None, :] < counts[:, None]  # [S - 1, S]
+    rate = np.where(live[None], flops[machines][:, None, :], 0.0).reshape(k * extra, extra + 1)
+    ext = np.concatenate(([0.0], cum_work))
+    slowest = np.where(rate > 0, rate, np.inf).min(axis=1)
+    lo = cum_work[-1] / rate.sum(axis=1)  # perfect balance: no cut is faster
+    hi = lo + np.diff(ext).max() / slowest  # the greedy fill overshoots it by at most a layer
+    hi = np.where(_fill(ext, rate, hi, min_first)[:, -1] >= n, hi, cum_work[-1] / slowest)  # min_first's layers
+    for _ in range(BISECTION_STEPS):
+        mid = 0.5 * (lo + hi)
+        done = _fill(ext, rate, mid, min_first)[:, -1] >= n
+        hi = np.where(done, mid, hi)
+        lo = np.where(done, lo, mid)
+    ends = _fill(ext, rate, hi, min_first)  # [K (S - 1), S]
+    stage = (np.arange(n)[None, :, None] >= ends[:, None, :]).sum(axis=2).reshape(k, extra, n)
+    rows = np.take_along_axis(machines[:, None, :], np.minimum(stage, extra), axis=2)
+    last = ends.reshape(k, extra, extra + 1)[:, np.arange(extra), counts - 2]  # layers before the last stage
+    valid = (last < n) & np.stack([ok_next[:, : s - 1].all(axis=1) for s in counts], axis=1)
     return rows, valid
 
 
@@ -176,10 +207,11 @@ def split_options(placement: np.ndarray, t: int, machines: np.ndarray, walks: Ne
                   flops: np.ndarray, layer_work: np.ndarray, stages: int = SPLIT_STAGES) -> tuple[np.ndarray, np.ndarray]:
     """``([K, stages - 1, D, L], [K, stages - 1] valid)``: for each machine in ``machines``, slot
     ``t`` (replica ``r``, layer ``l``) placed there and the rest of replica ``r`` cut into a
-    balanced pipeline of ``s = 2 .. stages`` stages: the candidate's stage (with the layers it
-    already holds when it is the predecessor's machine) and the next ``s - 1`` machines of its
-    nearest-neighbour walk that the replica does not use yet, each stage's work
-    (``layer_work``) in proportion to its machine's FLOP/s; later replicas copy replica ``r``.
+    balanced pipeline over the candidate (with the layers it already holds when it is the
+    predecessor's machine) and the next ``s - 1 = 1 .. stages - 1`` machines of its
+    nearest-neighbour walk that the replica does not use yet, cut so that the slowest stage
+    (``layer_work`` / FLOP/s) is as fast as it can be (:func:`_balanced_rows`); later replicas
+    copy replica ``r``.
 
     Why: the stay and ring completions compare *switch now* with *never switch*, so the greedy
     switches as soon as a switch pays at all -- a stage of 2 layers where the best is 13 -- and
