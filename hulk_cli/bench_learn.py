@@ -24,6 +24,7 @@ def bench_learn_command(
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config key: section.key=value (repeatable).")] = None,
     stop: Annotated[bool, typer.Option("--stop-at-chain-dp", help="End a run at its first evaluation that reaches chain-dp (its final gap is then that one's).")] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Also write each finished run with its curve (JSON lines) and the summary here.")] = None,
+    from_runs: Annotated[list[Path] | None, typer.Option("--from-runs", help="Train nothing: summarise runs saved by --out (a folder or its runs.jsonl; repeatable, e.g. seeds run in parallel).")] = None,
 ) -> None:
     """Train the main job's config from scratch on each instance and seed; per run, the steps
     at which the greedy policy first reaches latency-chain-dp's speed-up (null if never) and
@@ -39,6 +40,13 @@ def bench_learn_command(
     unknown = [n for n in names if n not in BENCH_INSTANCES]
     if unknown:
         raise HulkInputError(f"unknown instance '{unknown[0]}'; choose from {', '.join(BENCH_INSTANCES)}", field="--instances")
+    if from_runs:
+        result = summarise_saved(from_runs)
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(out / "summary.json", json.dumps(result, indent=2) + "\n")
+        print_json(result) if as_json else console.print_json(data=result)
+        return
     seed_arg = parse_seeds(seeds)
     rows: list[str] = []
 
@@ -67,3 +75,25 @@ def parse_seeds(text: str) -> int | list[int]:
     if not values or min(values) < 0 or ("," not in text and not 1 <= values[0] <= 100):
         raise HulkInputError(f"--seeds must be a count 1-100 or non-negative seeds, got '{text}'", field="--seeds")
     return values if "," in text else values[0]
+
+
+def summarise_saved(paths: list[Path]) -> dict:
+    """``--from-runs``: the summary of the runs saved in ``paths`` (folders written by ``--out``
+    or their ``runs.jsonl``), in the order given; a run saved twice is an error."""
+    from agents.benchmarks.bench_learn import run_from_row, summary
+    from hulk_env.validation.reading import load_json, read_text
+
+    runs = []
+    for path in paths:
+        file = path / "runs.jsonl" if path.is_dir() else path
+        if not file.is_file():
+            raise HulkInputError(f"no saved runs at '{file}': give a folder written by --out or its runs.jsonl", field="--from-runs")
+        for number, line in enumerate(read_text(file, what="saved runs").splitlines(), 1):
+            if line.strip():
+                row = load_json(line, f"{file}, line {number}")
+                if not isinstance(row, dict):
+                    raise HulkInputError("a saved run is a JSON object", source=f"{file}, line {number}")
+                runs.append(run_from_row(row))
+    if not runs:
+        raise HulkInputError("the saved runs are empty", field="--from-runs")
+    return summary(runs)

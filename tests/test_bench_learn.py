@@ -17,17 +17,56 @@ TINY = ["--set", "ppo.n_steps=8", "--set", "ppo.batch_size=8", "--set", "train.n
 
 
 def _run(name: str, seed: int, steps: int | None, gap: float | None) -> LearnRun:
-    return LearnRun(name, seed, steps, gap, 1.0, ((0, gap),))
+    return LearnRun(name, seed, steps, gap, 1.0, ((0, 0.05), (steps or 100_000, gap)))  # untrained: 5% behind
+
+
+KEYS = {"runs", "reached_fraction", "steps_to_chain_dp_median", "untrained_reached_fraction"}
+ROW_KEYS = {"instance", "seed", "steps_to_chain_dp", "final_gap", "initial_gap"}
 
 
 def test_summary_semantics():
     runs = [_run("a", 0, 4096, -0.01), _run("a", 1, None, 0.07), _run("b", 0, 2048, 0.0), _run("b", 1, 8192, 0.0)]
+    runs.append(LearnRun("c", 0, 0, 0.0, 1.0, ((0, 0.0), (2048, 0.01), (4096, 0.0))))  # reached untrained
     out = summary(runs)
-    assert set(out) == {"runs", "reached_fraction", "steps_to_chain_dp_median"}
-    assert out["reached_fraction"] == 0.75
-    assert out["steps_to_chain_dp_median"] == 4096.0  # over the runs that reached it only
-    assert out["runs"][1] == {"instance": "a", "seed": 1, "steps_to_chain_dp": None, "final_gap": 0.07}
+    assert set(out) == KEYS
+    assert out["reached_fraction"] == 0.8
+    assert out["steps_to_chain_dp_median"] == 3072.0  # over the runs that reached it only
+    assert out["untrained_reached_fraction"] == 0.2  # c only
+    assert out["runs"][1] == {"instance": "a", "seed": 1, "steps_to_chain_dp": None, "final_gap": 0.07, "initial_gap": 0.05}
     assert summary([_run("a", 0, None, 0.1)])["steps_to_chain_dp_median"] is None
+    with pytest.raises(HulkInputError, match="twice"):
+        summary([_run("a", 0, None, 0.1), _run("a", 0, 2048, 0.0)])
+
+
+def _save(folder, runs: list[LearnRun]) -> None:
+    folder.mkdir()
+    rows = [json.dumps({**r.row(), "curve": [list(p) for p in r.curve]}) for r in runs]
+    (folder / "runs.jsonl").write_text("\n".join(rows) + "\n")
+
+
+def test_from_runs_merges_saved_runs_and_refuses_bad_ones(tmp_path):
+    """Seeds trained in parallel processes, summarised together; a duplicate run, a corrupt line
+    or a row whose steps_to_chain_dp disagrees with its curve is one clear error."""
+    a = [LearnRun("default", 0, 2048, 0.0, 1.0, ((0, 0.03), (2048, 0.0)))]
+    b = [LearnRun("default", 1, None, 0.02, 1.0, ((0, 0.03), (2048, 0.02)))]
+    _save(tmp_path / "a", a)
+    _save(tmp_path / "b", b)
+    result = CliRunner().invoke(app, ["bench", "learn", "--json", "--from-runs", str(tmp_path / "a"), "--from-runs", str(tmp_path / "b" / "runs.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == summary(a + b)
+    for name, text, message in [
+        ("dup", None, "twice"),
+        ("corrupt", '{"instance": "default", "seed": 0,\n', "not valid JSON"),
+        ("edited", json.dumps({**a[0].row(), "steps_to_chain_dp": 0, "curve": [[0, 0.03], [2048, 0.0]]}), "does not match its curve"),
+    ]:
+        folder = tmp_path / name
+        if text is None:
+            _save(folder, a)
+        else:
+            folder.mkdir()
+            (folder / "runs.jsonl").write_text(text)
+        result = CliRunner().invoke(app, ["bench", "learn", "--from-runs", str(tmp_path / "a"), "--from-runs", str(folder)])
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output
 
 
 @pytest.mark.slow
@@ -51,13 +90,13 @@ def test_cli_tiny_budget_keys_and_null_when_not_reached(tmp_path):
     saved = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
     assert [{k: v for k, v in row.items() if k != "curve"} for row in saved] == out["runs"]
     assert [steps for steps, _ in saved[0]["curve"]] == [0, 8, 16]  # every evaluation, in order
-    assert set(out) == {"runs", "reached_fraction", "steps_to_chain_dp_median"}
+    assert set(out) == KEYS
     assert [(r["instance"], r["seed"]) for r in out["runs"]] == [("default", 0), ("default", 1)]
-    for r in out["runs"]:
-        assert set(r) == {"instance", "seed", "steps_to_chain_dp", "final_gap"}
-        # 16 steps from scratch: the untrained greedy rollout opens its second stage too early (3-4% behind)
-        assert r["steps_to_chain_dp"] is None and r["final_gap"] > 1e-6
-    assert out["reached_fraction"] == 0.0 and out["steps_to_chain_dp_median"] is None
+    for r, row in zip(out["runs"], saved, strict=True):
+        assert set(r) == ROW_KEYS
+        first = next((steps for steps, gap in row["curve"] if gap <= 1e-6), None)
+        assert r["steps_to_chain_dp"] == first and r["initial_gap"] == row["curve"][0][1]
+        assert r["final_gap"] == row["curve"][-1][1]
 
 
 def test_cli_unknown_instance_is_one_line():

@@ -70,7 +70,7 @@ def bench_instance(name: str) -> Instance:
 
 
 class LearnRun(NamedTuple):
-    """One training run: the JSON row's four keys, then what the log and tests read."""
+    """One training run: the JSON row's keys, then what the log and tests read."""
 
     instance: str
     seed: int
@@ -79,9 +79,27 @@ class LearnRun(NamedTuple):
     chain_dp_time_s: float
     curve: tuple[tuple[int, float | None], ...]  # (steps, gap) at every evaluation
 
+    @property
+    def initial_gap(self) -> float | None:
+        """The untrained network's gap (the evaluation at step 0): what PPO started from."""
+        return self.curve[0][1] if self.curve and self.curve[0][0] == 0 else None
+
     def row(self) -> dict[str, Any]:
         return {"instance": self.instance, "seed": self.seed, "steps_to_chain_dp": self.steps_to_chain_dp,
-                "final_gap": self.final_gap}  # fmt: skip
+                "final_gap": self.final_gap, "initial_gap": self.initial_gap}  # fmt: skip
+
+
+def run_from_row(row: dict[str, Any]) -> LearnRun:
+    """A :class:`LearnRun` back from a saved ``runs.jsonl`` row (its curve included)."""
+    try:
+        curve = tuple((int(steps), None if gap is None else float(gap)) for steps, gap in row["curve"])
+        run = LearnRun(str(row["instance"]), int(row["seed"]), row["steps_to_chain_dp"], row["final_gap"], float("nan"), curve)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise HulkInputError(f"a saved bench-learn run needs instance, seed, steps_to_chain_dp, final_gap and curve ([steps, gap] pairs): {exc!r}", field="runs") from None
+    reached = next((s for s, g in curve if g is not None and g <= REACH_RTOL), None)
+    if reached != run.steps_to_chain_dp:  # a hand-edited row would be summarised wrongly
+        raise HulkInputError(f"{run.instance} seed {run.seed}: steps_to_chain_dp {run.steps_to_chain_dp} does not match its curve (first reach at {reached})", field="runs")
+    return run
 
 
 def greedy_time_s(policy: Any, instance: Instance, lookahead: bool | str, plan: bool) -> float | None:
@@ -157,13 +175,20 @@ def learn_run(
 
 
 def summary(runs: list[LearnRun]) -> dict[str, Any]:
-    """The JSON: ``runs``, ``reached_fraction`` (runs that reached chain-dp / runs) and
-    ``steps_to_chain_dp_median`` (over the runs that reached it; ``None`` if none did)."""
+    """The JSON: ``runs``, ``reached_fraction`` (runs that reached chain-dp / runs),
+    ``steps_to_chain_dp_median`` (over the runs that reached it; ``None`` if none did) and
+    ``untrained_reached_fraction`` (runs whose untrained network already did, at step 0: the
+    part of ``reached_fraction`` that the lookahead prior gives before PPO learns anything)."""
+    keys = [(r.instance, r.seed) for r in runs]
+    if len(set(keys)) != len(keys):
+        raise HulkInputError("the same instance and seed appear twice among the runs", field="runs")
     reached = [r.steps_to_chain_dp for r in runs if r.steps_to_chain_dp is not None]
+    untrained = [r for r in runs if r.initial_gap is not None and r.initial_gap <= REACH_RTOL]
     return {
         "runs": [r.row() for r in runs],
         "reached_fraction": len(reached) / len(runs) if runs else 0.0,
         "steps_to_chain_dp_median": float(statistics.median(reached)) if reached else None,
+        "untrained_reached_fraction": len(untrained) / len(runs) if runs else 0.0,
     }
 
 
