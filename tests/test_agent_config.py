@@ -19,7 +19,7 @@ from agents.training.config import (
 )
 from hulk_env.errors import HulkInputError
 
-TRAINING_CONFIGS = ("default", "smoke", "tiny", "tiny-generalize", "split-lookahead")
+TRAINING_CONFIGS = ("default", "smoke", "tiny", "tiny-generalize", "pipeline-lookahead")
 
 
 def test_every_shipped_config_loads():

@@ -106,16 +106,29 @@ def test_cli_unknown_instance_is_one_line():
 
 
 @pytest.mark.slow
-def test_main_job_reaches_latency_chain_dp_from_scratch():
-    """Issue 34: PPO from scratch on the default instance reaches latency-chain-dp's speed-up
-    within 100,000 steps (measured with completion pipeline: seeds 0-2 at 22,528 / 20,480 / 18,432
-    steps). Bounded by steps, not time."""
+def test_ppo_learns_its_way_to_latency_chain_dp_from_a_myopic_start():
+    """PPO from scratch with the myopic pipeline lookahead (``pipeline-lookahead``: its untrained
+    greedy opens the second stage too early, 3-7% behind) reaches latency-chain-dp's speed-up
+    on the default instance within 100,000 steps (measured: seeds 0-2 at 24,576 / 20,480 /
+    36,864). The guard that PPO itself learns. Bounded by steps, not time."""
     from agents.benchmarks.bench_learn import bench_learn
 
-    out = bench_learn(timesteps=100_000, seeds=[0], instances=("default",), stop_at_chain_dp=True)
+    out = bench_learn(timesteps=100_000, seeds=[0], instances=("default",), config="pipeline-lookahead", stop_at_chain_dp=True)
     (run,) = out["runs"]
+    assert run["initial_gap"] > 0.01  # something to learn
     assert run["steps_to_chain_dp"] is not None and run["steps_to_chain_dp"] <= 100_000
     assert run["final_gap"] <= 1e-6
+
+
+@pytest.mark.slow
+def test_main_job_ends_at_latency_chain_dp_or_better():
+    """The main job's config (the split lookahead) from scratch on the default instance: after
+    100,000 PPO steps the greedy rollout is still at least as fast as latency-chain-dp's -- PPO
+    does not wander off the start its lookahead gives it."""
+    from agents.benchmarks.bench_learn import bench_learn
+
+    (run,) = bench_learn(timesteps=100_000, seeds=[0], instances=("default",))["runs"]
+    assert run["steps_to_chain_dp"] is not None and run["final_gap"] <= 1e-6
 
 
 @pytest.mark.slow
