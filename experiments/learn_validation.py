@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             run = learn_run(cfg, name, inst, seed, args.timesteps, args.eval_every, chain_s,
                             log=lambda line: print(line, file=sys.stderr, flush=True))  # fmt: skip
             runs.append(run)
-            rows.append(json.dumps({**run.row(), "curve": [list(p) for p in run.curve]}))
+            rows.append(json.dumps(run.saved_row()))
             atomic_write_text(args.out / "runs.jsonl", "\n".join(rows) + "\n")
     result = {"settings": list(args.overrides), **summary(runs)}
     atomic_write_text(args.out / "summary.json", json.dumps(result, indent=2) + "\n")

@@ -52,7 +52,7 @@ def bench_learn_command(
 
     def on_run(run) -> None:
         if out is not None:  # the row and its learning curve: [steps, gap] at every evaluation
-            rows.append(json.dumps({**run.row(), "curve": [list(point) for point in run.curve]}))
+            rows.append(json.dumps(run.saved_row()))
             atomic_write_text(out / "runs.jsonl", "\n".join(rows) + "\n")
 
     if out is not None:

@@ -40,7 +40,7 @@ def test_summary_semantics():
 
 def _save(folder, runs: list[LearnRun]) -> None:
     folder.mkdir()
-    rows = [json.dumps({**r.row(), "curve": [list(p) for p in r.curve]}) for r in runs]
+    rows = [json.dumps(r.saved_row()) for r in runs]
     (folder / "runs.jsonl").write_text("\n".join(rows) + "\n")
 
 

@@ -69,6 +69,16 @@ def bench_instance(name: str) -> Instance:
     return inst
 
 
+def reaches(gap: float | None) -> bool:
+    """Whether a greedy evaluation's gap counts as reaching chain-dp (:data:`REACH_RTOL`)."""
+    return gap is not None and gap <= REACH_RTOL
+
+
+def first_reach(curve: tuple[tuple[int, float | None], ...]) -> int | None:
+    """The steps of the first evaluation in ``curve`` that reaches chain-dp (``None``: none)."""
+    return next((steps for steps, gap in curve if reaches(gap)), None)
+
+
 class LearnRun(NamedTuple):
     """One training run: the JSON row's keys, then what the log and tests read."""
 
@@ -88,6 +98,11 @@ class LearnRun(NamedTuple):
         return {"instance": self.instance, "seed": self.seed, "steps_to_chain_dp": self.steps_to_chain_dp,
                 "final_gap": self.final_gap, "initial_gap": self.initial_gap}  # fmt: skip
 
+    def saved_row(self) -> dict[str, Any]:
+        """The row with its curve (``[steps, gap]`` at every evaluation): a ``runs.jsonl`` line,
+        read back by :func:`run_from_row`."""
+        return {**self.row(), "curve": [list(point) for point in self.curve]}
+
 
 def run_from_row(row: dict[str, Any]) -> LearnRun:
     """A :class:`LearnRun` back from a saved ``runs.jsonl`` row (its curve included)."""
@@ -96,7 +111,7 @@ def run_from_row(row: dict[str, Any]) -> LearnRun:
         run = LearnRun(str(row["instance"]), int(row["seed"]), row["steps_to_chain_dp"], row["final_gap"], float("nan"), curve)
     except (KeyError, TypeError, ValueError) as exc:
         raise HulkInputError(f"a saved bench-learn run needs instance, seed, steps_to_chain_dp, final_gap and curve ([steps, gap] pairs): {exc!r}", field="runs") from None
-    reached = next((s for s, g in curve if g is not None and g <= REACH_RTOL), None)
+    reached = first_reach(curve)
     if reached != run.steps_to_chain_dp:  # a hand-edited row would be summarised wrongly
         raise HulkInputError(f"{run.instance} seed {run.seed}: steps_to_chain_dp {run.steps_to_chain_dp} does not match its curve (first reach at {reached})", field="runs")
     return run
@@ -162,7 +177,7 @@ def learn_run(
                 self.last = self.model.num_timesteps
                 evaluate(self.model.num_timesteps)
                 gap = curve[-1][1]
-                return not (stop_at_chain_dp and gap is not None and gap <= REACH_RTOL)
+                return not (stop_at_chain_dp and reaches(gap))
             return True
 
     evaluate(0)
@@ -170,8 +185,7 @@ def learn_run(
     if curve[-1][0] != model.num_timesteps:
         evaluate(model.num_timesteps)
     vec_env.close()
-    reached = next((s for s, g in curve if g is not None and g <= REACH_RTOL), None)
-    return LearnRun(name, seed, reached, curve[-1][1], chain_dp_s, tuple(curve))
+    return LearnRun(name, seed, first_reach(tuple(curve)), curve[-1][1], chain_dp_s, tuple(curve))
 
 
 def summary(runs: list[LearnRun]) -> dict[str, Any]:
@@ -183,7 +197,7 @@ def summary(runs: list[LearnRun]) -> dict[str, Any]:
     if len(set(keys)) != len(keys):
         raise HulkInputError("the same instance and seed appear twice among the runs", field="runs")
     reached = [r.steps_to_chain_dp for r in runs if r.steps_to_chain_dp is not None]
-    untrained = [r for r in runs if r.initial_gap is not None and r.initial_gap <= REACH_RTOL]
+    untrained = [r for r in runs if reaches(r.initial_gap)]
     return {
         "runs": [r.row() for r in runs],
         "reached_fraction": len(reached) / len(runs) if runs else 0.0,

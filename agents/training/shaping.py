@@ -189,7 +189,7 @@ def _balanced_rows(firsts: np.ndarray, nexts: np.ndarray, ok_next: np.ndarray, f
     slowest = np.where(rate > 0, rate, np.inf).min(axis=1)
     lo = cum_work[-1] / rate.sum(axis=1)  # perfect balance: no cut is faster
     hi = lo + np.diff(ext).max() / slowest  # the greedy fill overshoots it by at most a layer
-    hi = np.where(_fill(ext, rate, hi, min_first)[:, -1] >= n, hi, cum_work[-1] / slowest)  # min_first's layers
+    hi = np.where(_fill(ext, rate, hi, min_first)[:, -1] >= n, hi, cum_work[-1] / slowest)  # float safety
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
         done = _fill(ext, rate, mid, min_first)[:, -1] >= n
@@ -199,7 +199,7 @@ def _balanced_rows(firsts: np.ndarray, nexts: np.ndarray, ok_next: np.ndarray, f
     stage = (np.arange(n)[None, :, None] >= ends[:, None, :]).sum(axis=2).reshape(k, extra, n)
     rows = np.take_along_axis(machines[:, None, :], np.minimum(stage, extra), axis=2)
     last = ends.reshape(k, extra, extra + 1)[:, np.arange(extra), counts - 2]  # layers before the last stage
-    valid = (last < n) & np.stack([ok_next[:, : s - 1].all(axis=1) for s in counts], axis=1)
+    valid = (last < n) & np.logical_and.accumulate(ok_next, axis=1)  # row s - 2 needs nexts[:, :s - 1]
     return rows, valid
 
 
