@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 from agents.benchmarks.bench_agent import (
+    EVERY_START,
     HEURISTIC,
     KEYS,
     RANDOM_SEEDS,
     bench_agent,
     control_methods,
+    every_start,
     flops_starts,
     gap_geomean,
     random_name,
@@ -169,7 +171,32 @@ def test_the_controls_use_other_weights_and_other_start_rankings():
     rankings = [tuple(ranked_first_slots(p, env, inst)) for p in (shipped.policy, *nets)] + [tuple(by_flops)]
     assert len(set(rankings)) >= 4  # the shipped, random and FLOP/s rankings are not one ranking
     controls = control_methods(shipped, seeds=RANDOM_SEEDS[:1])
-    assert set(controls) == {HEURISTIC, random_name(0), random_name(0, True)}
+    assert set(controls) == {HEURISTIC, EVERY_START, random_name(0), random_name(0, True)}
     for name, fn in controls.items():
         result = fn(inst, 0, None)
         assert result.feasible and result.cost_evals > 0, name
+
+
+def test_every_start_is_a_ceiling_no_start_ranking_passes():
+    """The every-start control bounds any ranking: on val-x-v0's instances of at most 16 machines
+    (validation cities, drawn alone), its placement is never slower than the decision from the
+    network's starts, the FLOP/s starts' or a random network's, and it builds a plan from more
+    starts (more cost evaluations) wherever the cluster has more machines than the decision's
+    starts."""
+    from agents.decision.inference import REFINE_STARTS, START_CANDIDATES, policy_placement
+    from agents.decision.methods import pretrained_policy
+    from hulk_env.evaluation.suites import UNSEEN_V0_CASES, suite_instance
+
+    shipped = pretrained_policy()
+    rankings = {"network": shipped, "flops": flops_starts(shipped), "random": random_weights(shipped, RANDOM_SEEDS[0])}
+    small = [(i, case) for i, case in enumerate(UNSEEN_V0_CASES) if case[0] <= 16]
+    assert len(small) >= 4
+    for i, _ in small:
+        inst = suite_instance("val-x-v0", i)
+        ceiling = every_start(shipped, inst)
+        ceiling_s = cost.iteration_time(inst.cluster, inst.workload, ceiling.placement)
+        for name, loaded in rankings.items():
+            chosen = policy_placement(loaded, inst)
+            assert ceiling_s <= cost.iteration_time(inst.cluster, inst.workload, chosen.placement) * (1 + 1e-12), (inst.instance_id, name)
+            if inst.num_machines > START_CANDIDATES + REFINE_STARTS:
+                assert ceiling.cost_evals > chosen.cost_evals, (inst.instance_id, name)

@@ -35,6 +35,11 @@ trained weights are worth against the same machinery without them.
 * ``heuristic_starts_gap_geomean`` -- the same decision (same starts per region, second round,
   plans and naive candidate) with the starts ranked by peak FLOP/s
   (:class:`agents.decision.start_ranker.PeakFlopsRanker`) instead of the network;
+* ``every_start_gap_geomean`` -- the same decision with *every* allowed machine as a start: the
+  ceiling of any start ranking (the decision's candidates are a union over its starts, so no
+  choice of 8 + 4 starts can beat it), which says how much of ``heuristic_starts_gap_geomean``
+  a better ranking could win at all (:func:`every_start`; its plans cost up to ``M / 12`` times
+  the decision's);
 * ``control_dead_ends`` -- the controls' failures (each enters its mean as the naive placement).
 
 ``cost_evals`` gives every method's total cost-model evaluations over the run (the controls' too:
@@ -48,7 +53,7 @@ Keys of the result (``--json``): ``suite``, ``instances``, ``dead_ends``, ``poli
 (``decision_s_median / chain_dp_s_median``: the decision's time against a reference measured in
 the same run, which a shared machine's speed of the day cancels out of).
 Then the controls' ``random_weights_gap_geomean``, ``random_weights_rollout_gap_geomean``,
-``heuristic_starts_gap_geomean``, ``control_dead_ends`` and ``cost_evals`` (method -> total).
+``heuristic_starts_gap_geomean``, ``every_start_gap_geomean``, ``control_dead_ends`` and ``cost_evals`` (method -> total).
 
 ``quick=True`` runs the instances of at most 64 machines only (a few minutes).
 """
@@ -72,6 +77,7 @@ from hulk_env.reference import naive_placement
 
 if TYPE_CHECKING:
     from agents.network.saved_policy import LoadedPolicy
+    from hulk_env.baselines import PlacementResult
     from hulk_env.instance import Instance
 
 POLICY = "gnn-ppo"
@@ -79,6 +85,7 @@ ROLLOUT = "gnn-ppo:rollout"  # the policy's own rollout, without the plan and na
 POLISH = "gnn-ppo+search"
 CHAIN_DP = "latency-chain-dp"
 HEURISTIC = "gnn-ppo:flops-starts"  # the decision with the starts ranked by peak FLOP/s
+EVERY_START = "gnn-ppo:every-start"  # the decision from every allowed start: the ceiling of any ranking
 RANDOM_SEEDS = (0, 1, 2)  # torch seeds of the random-weights controls (fixed: the run is reproducible)
 QUICK_MAX_MACHINES = 64
 KEYS = (
@@ -97,6 +104,7 @@ KEYS = (
     "random_weights_gap_geomean",
     "random_weights_rollout_gap_geomean",
     "heuristic_starts_gap_geomean",
+    "every_start_gap_geomean",
     "control_dead_ends",
     "cost_evals",
 )
@@ -160,13 +168,26 @@ def flops_starts(loaded: LoadedPolicy) -> LoadedPolicy:
     return loaded._replace(ranker=PeakFlopsRanker())
 
 
-def control_methods(loaded: LoadedPolicy, seeds: tuple[int, ...] = RANDOM_SEEDS) -> dict[str, Callable]:
-    """The controls of ``loaded`` (see the module docstring): :data:`HEURISTIC` (its decision with
-    the starts ranked by peak FLOP/s) and, per seed, the decision and the rollout alone of its
-    architecture with random weights (:func:`random_name`)."""
+def every_start(loaded: LoadedPolicy, instance: Instance, seed: int = 0) -> PlacementResult:
+    """``loaded``'s decision with every allowed first-slot machine as a start (``starts = M``:
+    every plan, every start's region order for the region-aligned layouts). Its candidates hold
+    those of any choice of starts, so its gap bounds what a start ranking can reach."""
     from agents.decision.inference import policy_placement
 
-    out: dict[str, Callable] = {HEURISTIC: partial(policy_placement, flops_starts(loaded), name=HEURISTIC)}
+    return policy_placement(loaded, instance, seed, name=EVERY_START, starts=instance.num_machines)
+
+
+def control_methods(loaded: LoadedPolicy, seeds: tuple[int, ...] = RANDOM_SEEDS) -> dict[str, Callable]:
+    """The controls of ``loaded`` (see the module docstring): :data:`HEURISTIC` (its decision with
+    the starts ranked by peak FLOP/s), :data:`EVERY_START` (its decision from every start) and,
+    per seed, the decision and the rollout alone of its architecture with random weights
+    (:func:`random_name`)."""
+    from agents.decision.inference import policy_placement
+
+    out: dict[str, Callable] = {
+        HEURISTIC: partial(policy_placement, flops_starts(loaded), name=HEURISTIC),
+        EVERY_START: partial(every_start, loaded),
+    }
     for s in seeds:
         net = random_weights(loaded, s)
         out[random_name(s)] = partial(policy_placement, net, name=random_name(s))
@@ -208,7 +229,7 @@ def bench_agent(
     reference = load_reference(suite, reference_path, instances)
     methods = policy_methods() if methods is None else methods
     chain_dp = get_method(CHAIN_DP)
-    controls = [m for m in [HEURISTIC, *(random_name(s, r) for s in RANDOM_SEEDS for r in (False, True))] if m in methods]
+    controls = [m for m in [HEURISTIC, EVERY_START, *(random_name(s, r) for s in RANDOM_SEEDS for r in (False, True))] if m in methods]
     runs: dict[str, list[SearchRecord]] = {m: [] for m in [POLICY, ROLLOUT, POLISH, CHAIN_DP, *controls] if m in methods or m == CHAIN_DP}
     ref_s, naive_s, genetic_evals = [], [], 0
     for inst in instances:
@@ -243,6 +264,7 @@ def bench_agent(
         "random_weights_gap_geomean": _median_of([gap(random_name(s)) for s in RANDOM_SEEDS]),
         "random_weights_rollout_gap_geomean": _median_of([gap(random_name(s, True)) for s in RANDOM_SEEDS]),
         "heuristic_starts_gap_geomean": gap(HEURISTIC),
+        "every_start_gap_geomean": gap(EVERY_START),
         "control_dead_ends": sum(r.failed for m in controls for r in runs[m]),
         "cost_evals": {m: int(sum(r.cost_evals for r in done)) for m, done in runs.items()},
     }
