@@ -184,3 +184,15 @@ def test_fine_tuning_starts_from_the_saved_weights(tmp_path, run_dir):
         train(_smoke(tmp_path, init, "policy.hidden_dim=48", "train.name=ft2"))
     with pytest.raises(HulkInputError, match="imitation.demonstrations=0"):
         train(_smoke(tmp_path, init, "imitation.demonstrations=4", "train.name=ft3"))
+
+
+def test_keep_policies_saves_every_evaluation_as_a_loadable_policy(tmp_path):
+    """eval.keep_policies: one policy directory per evaluation (every eval_every steps),
+    each loadable and holding the weights of its step (the first differs from the last)."""
+    run = train(_smoke(tmp_path, "eval.keep_policies=true", "train.name=keep", "train.tensorboard=false"))
+    steps = [int(line.split(",")[0]) for line in (run / "eval" / "evaluations.csv").read_text().splitlines()[1:]]
+    kept = sorted(int(p.name) for p in (run / "eval" / "policies").iterdir())
+    assert kept == steps and len(kept) >= 2
+    weights = [torch.load(run / "eval" / "policies" / str(s) / "weights.pt", weights_only=True) for s in (kept[0], kept[-1])]
+    assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])  # PPO moved the weights in between
+    assert load_policy(run / "eval" / "policies" / str(kept[-1])).meta["num_timesteps"] == kept[-1]

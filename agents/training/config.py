@@ -229,6 +229,9 @@ class EvalConfig:
             and keep the best placement (``0`` = deterministic only); reported as a separate
             method ``gnn-ppo+N``.
         temperature: softmax temperature of those samples (above 1: more diverse).
+        keep_policies: also save the weights of every evaluation as ``eval/policies/<steps>/``
+            (a policy directory), so a checkpoint can be chosen afterwards by another rule
+            than the evaluation's score (e.g. the network's own rollout on more instances).
     """
 
     eval_every: int = 10_000
@@ -238,6 +241,7 @@ class EvalConfig:
     budget: int | None = None
     samples: int = 0
     temperature: float = 1.0
+    keep_policies: bool = False
 
 
 @dataclass

@@ -35,6 +35,7 @@ VERSIONS_FILE = "versions.json"
 FINAL_POLICY_DIR = "policy"
 BEST_POLICY_DIR = "best_policy"
 EVALUATIONS_CSV = "eval/evaluations.csv"
+EVAL_POLICIES_DIR = "eval/policies"  # eval.keep_policies: one policy directory per evaluation, named by its steps
 TENSORBOARD_DIR = "tb"
 SOURCE_DIR = Path(__file__).resolve().parents[2]  # the checkout, when installed editable
 

@@ -69,6 +69,7 @@ from agents.training.config import (
 from agents.training.runs import (
     BEST_POLICY_DIR,
     CONFIG_FILE,
+    EVAL_POLICIES_DIR,
     EVALUATIONS_CSV,
     FINAL_POLICY_DIR,
     TENSORBOARD_DIR,
@@ -367,10 +368,13 @@ class Validation(BaseCallback):
         policy.set_training_mode(training)
         mean = float(np.mean(rewards))
         self.last_mean_reward = mean
+        saved_to = [self.run_dir / EVAL_POLICIES_DIR / str(int(timesteps))] if self.config.eval.keep_policies else []
         if mean > self.best_mean_reward:
             self.best_mean_reward = mean
+            saved_to.append(self.run_dir / BEST_POLICY_DIR)
+        for directory in saved_to:
             save_policy(
-                policy, self.run_dir / BEST_POLICY_DIR, policy_config=asdict(self.config.policy), padding=self.padding,
+                policy, directory, policy_config=asdict(self.config.policy), padding=self.padding,
                 lookahead=lookahead_mode(self.config), plan=self.config.env.plan,
                 extra={"num_timesteps": int(timesteps), "mean_reward": mean},
             )  # fmt: skip

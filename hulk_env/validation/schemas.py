@@ -606,6 +606,7 @@ class EvalSection(Strict):
     budget: Number(1, limits.MAX_BUDGET, integer=True, limit_high="MAX_BUDGET") | None
     samples: Number(0, 10**4, integer=True)
     temperature: Number(0, 1e3, positive=True)
+    keep_policies: bool
 
     check_methods = field_validator("baselines")(_known("methods", "baseline method"))
 
