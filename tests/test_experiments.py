@@ -161,3 +161,28 @@ def test_replica_gap_selects_multi_replica_instances_and_times_three_placements(
     naive_s = cost.iteration_time(inst.cluster, inst.workload, naive_placement(inst))
     assert 0 < row["chain_dp_s"] <= naive_s and 0 < row["decision_s"] <= naive_s  # both never worse than naive
     assert row["decision_over_anneal"] == pytest.approx(row["decision_s"] / row["anneal_s"])
+
+
+def test_ppo_vs_imitation_chooses_by_the_declared_rule_and_needs_step_0(tmp_path):
+    """The least validation rollout gap among steps whose decision gap stays within the slack of
+    imitation's (step 0); the cut is measured against step 0; a run without step 0 is refused."""
+    from experiments.ppo_vs_imitation import REQUIRED_CUT, kept_steps, summarize
+    from hulk_env.errors import HulkInputError
+
+    def row(steps, rollout, decision):
+        return {"steps": steps, "val": {"rollout_gap": rollout, "decision_gap": decision}}
+
+    # 4096 has the least rollout gap but a worse decision: 2048 is chosen (a 40% cut)
+    curve = [row(0, 0.10, 0.010), row(2048, 0.06, 0.012), row(4096, 0.01, 0.050), row(6144, 0.08, 0.010)]
+    got = summarize(curve)
+    assert got["chosen_steps"] == 2048 and got["ppo_cut"] == pytest.approx(0.4) and got["cut_met"]
+    # PPO never better: step 0 kept, no cut
+    flat = summarize([row(0, 0.10, 0.010), row(2048, 0.20, 0.010)])
+    assert flat["chosen_steps"] == 0 and flat["ppo_cut"] == 0.0 and not flat["cut_met"] and REQUIRED_CUT > 0
+    with pytest.raises(HulkInputError, match="no policy of step 0"):
+        kept_steps(tmp_path)
+    (tmp_path / "eval" / "policies" / "2048").mkdir(parents=True)
+    with pytest.raises(HulkInputError, match="no policy of step 0"):
+        kept_steps(tmp_path)
+    (tmp_path / "eval" / "policies" / "0").mkdir()
+    assert kept_steps(tmp_path) == [0, 2048]
