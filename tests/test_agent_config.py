@@ -182,8 +182,12 @@ def test_anneal_lr_decays_the_step_size_linearly_to_zero():
 
 def test_completion_rules_agree_with_the_schema():
     """The config and saved-policy schemas accept exactly the lookahead's completion rules."""
-    from agents.training.shaping import COMPLETIONS
+    from agents.training.shaping import COMPLETIONS, SHAPING_COMPLETIONS
     from hulk_env.validation.schemas import LOOKAHEAD_COMPLETIONS
+    from hulk_env.validation.schemas import SHAPING_COMPLETIONS as SCHEMA_SHAPING
 
-    assert COMPLETIONS == LOOKAHEAD_COMPLETIONS
+    assert COMPLETIONS == LOOKAHEAD_COMPLETIONS and SHAPING_COMPLETIONS == SCHEMA_SHAPING
+    assert load_config(None, ["env.completion=witness", "env.lookahead=false"]).env.completion == "witness"
+    with pytest.raises(HulkInputError, match="shapes the reward only"):
+        load_config(None, ["env.completion=witness", "env.lookahead=true"])
     assert load_config(None, ["env.completion=split"]).env.completion == "split"

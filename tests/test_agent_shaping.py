@@ -246,3 +246,37 @@ def test_split_options_on_fewer_machines_than_stages():
     assert out[0, 0, 0].tolist() == [0, 0, 1, 1, 1, 1]  # a third of the work on the machine with a third of the FLOP/s
     out, valid = split_options(placement, 0, np.arange(1), Walks(1), np.array([1e14]), np.ones(6))
     assert out.shape == (1, 0, 1, 6) and valid.shape == (1, 0)
+
+
+def test_witness_shaping_pays_nothing_for_following_the_plan_and_keeps_the_return():
+    """env.completion=witness (shaping only): with the plan shown, an episode that follows the
+    plan is paid 0 on every step after the plan is adopted (the witness is the plan), the shaped
+    return is the terminal reward, and leaving the plan once is paid on that step what the
+    leaving changed in the witness's time; no lookahead with it."""
+    from agents.decision.plan import PLAN_KEY, PlanHint
+    from hulk_env.evaluation.suites import suite_instance
+    from hulk_env.generators import InstanceListGenerator
+
+    inst = suite_instance("val-x-v0", 1)  # 8 machines, 4 replicas: a plan that fits
+    env = PlanHint(StayLookahead(PlacementEnvV1(generator=InstanceListGenerator((inst,)), reward="terminal"),
+                                 shape=True, lookahead=False, completion="witness"))  # fmt: skip
+    for leave_at in (None, 5):
+        obs, _ = env.reset(seed=0)
+        obs, reward, *_ = env.step(int(np.argmax(env.action_masks())))  # first slot: any allowed start
+        rewards, done, t = [reward], False, 1
+        while not done:
+            mask = env.action_masks()
+            follow = int(np.argmax(obs[PLAN_KEY][: len(mask)] * mask)) if obs[PLAN_KEY].any() else int(np.argmax(mask))
+            other = [m for m in np.flatnonzero(mask) if m != follow]
+            a = other[0] if t == leave_at and other else follow
+            obs, reward, terminated, truncated, info = env.step(a)
+            rewards.append(reward)
+            done, t = terminated or truncated, t + 1
+        final = cost.iteration_time(inst.cluster, inst.workload, np.array(info["placement"]))
+        assert sum(rewards) == pytest.approx(math.log(info["reference_time_s"] / final), abs=1e-9)
+        later = [r for i, r in enumerate(rewards[2:-1], start=2) if i != leave_at]
+        assert later and np.allclose(later, 0.0, atol=1e-12)  # following the adopted plan: no pay
+        if leave_at is not None:
+            assert abs(rewards[leave_at]) > 1e-6  # leaving it is paid for
+    with pytest.raises(HulkInputError, match="shapes the reward only"):
+        StayLookahead(PlacementEnvV1(generator=InstanceListGenerator((inst,)), reward="terminal"), lookahead=True, completion="witness")

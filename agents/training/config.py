@@ -64,7 +64,10 @@ class EnvConfig:
         completion: how the lookahead and the stay shaping complete a partial placement
             (:mod:`agents.training.shaping`): ``stay`` (the open replica's rest on its last machine, the
             replicas opened so far) or ``pipeline`` (stay or follow the previous replica; later
-            replicas copy the open one; the witness's re-plan where none fits in memory).
+            replicas copy the open one; the witness's re-plan where none fits in memory),
+            ``split`` (also the rest cut into 2-4 stages at its smallest bottleneck) or, for the
+            shaping only (no lookahead), ``witness`` (Placement-v1's own memory-feasible
+            completion: with ``plan``, the plan shown to the policy).
         plan: add the stage DP's plan from the policy's start machine (:mod:`agents.decision.plan`).
         plan_settings: ``random``: draw plan settings per instance (tensor parallel, ZeRO,
             DiLoCo: :func:`hulk_env.generators.random_geo.draw_plan_settings`), so the policy

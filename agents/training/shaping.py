@@ -61,6 +61,9 @@ from hulk_env.rewards import log_speedup_reward
 LOOKAHEAD_KEY = "lookahead"
 LOOKAHEAD_CLIP = 3.0  # log time ratios: 3 = 20x slower than the best candidate
 COMPLETIONS = ("stay", "pipeline", "split")  # StayLookahead's completion rules (see the module doc)
+# ... and the shaping's: also "witness", the env's own memory-feasible completion (with a plan
+# shown, the plan itself), which has no per-candidate form and so serves the shaping only.
+SHAPING_COMPLETIONS = (*COMPLETIONS, "witness")
 SPLIT_STAGES = 4  # the split completion tries 2 .. SPLIT_STAGES stages from the candidate
 BISECTION_STEPS = 10  # the split's bottleneck search: to 2^-10 of a layer's time on the slowest stage
 
@@ -324,8 +327,10 @@ class StayLookahead(gym.Wrapper):
 
     def __init__(self, env: gym.Env, shape: bool = True, lookahead: bool = True, completion: str = "stay") -> None:
         super().__init__(env)
-        if completion not in COMPLETIONS:
-            raise HulkInputError(f"unknown lookahead completion '{completion}'; choose one of {', '.join(COMPLETIONS)}", field="env.completion")
+        if completion not in SHAPING_COMPLETIONS:
+            raise HulkInputError(f"unknown lookahead completion '{completion}'; choose one of {', '.join(SHAPING_COMPLETIONS)}", field="env.completion")
+        if lookahead and completion not in COMPLETIONS:
+            raise HulkInputError(f"the '{completion}' completion shapes the reward only: no lookahead with it", field="env.completion")
         self.shape = shape
         self.lookahead = lookahead
         self.completion = completion
@@ -380,6 +385,12 @@ class StayLookahead(gym.Wrapper):
         s = self.env.unwrapped.state
         static = s.static
         inst = static.instance
+        if self.completion == "witness":
+            # The env's witness: the placed slots, then a memory-feasible rest (the plan shown to
+            # the policy once adopted), so following the plan earns 0 and leaving it earns what
+            # the leaving changed. One cost-model evaluation per step.
+            time_s = cost.iteration_time(inst.cluster, inst.workload, s.witness.placement)
+            return log_speedup_reward(time_s, static.reference_time_s) if s.t > 0 else 0.0
         if self.completion in ("pipeline", "split"):
             if s.t == 0:
                 return 0.0

@@ -418,8 +418,10 @@ class PolicyPadding(Strict):
     max_edges: Number(1, limits.MAX_SLOTS * 16, integer=True, limit_high="MAX_SLOTS")
 
 
-# The lookahead's completion rules (agents.training.shaping.COMPLETIONS; a test keeps them equal).
+# The lookahead's completion rules (agents.training.shaping.COMPLETIONS; a test keeps them equal),
+# and the shaping's: also the env's witness completion, which has no per-candidate form.
 LOOKAHEAD_COMPLETIONS = ("stay", "pipeline", "split")
+SHAPING_COMPLETIONS = (*LOOKAHEAD_COMPLETIONS, "witness")
 
 
 def _parse_lookahead(value: Any) -> bool | str:
@@ -511,7 +513,7 @@ class EnvSection(Strict):
     reward: _choice(("terminal", "dense", "stay", "cost", "mixed"))
     invalid_action: _choice(("fallback", "penalty"))
     lookahead: Bool
-    completion: _choice(LOOKAHEAD_COMPLETIONS)  # the lookahead's and shaping's completion (agents.training.shaping)
+    completion: _choice(SHAPING_COMPLETIONS)  # the lookahead's and shaping's completion (agents.training.shaping)
     plan: Bool
     plan_settings: Bool  # random generator: draw plan settings per instance
     cities: list[Name]
@@ -632,6 +634,12 @@ class RunConfigSchema(Strict):
                 "ppo.n_steps x train.n_envs must be >= 2 (a rollout of one step cannot be "
                 "normalised)",
                 loc=("ppo", "n_steps"),
+            )
+        if self.env.lookahead and self.env.completion == "witness":
+            raise _fail(
+                "env.completion=witness shapes the reward only (the env's witness is one completion, "
+                "not one per candidate machine): set env.lookahead=false, or another completion",
+                loc=("env", "completion"),
             )
         if self.train.init_policy and self.imitation.demonstrations > 0:
             raise _fail(
