@@ -179,6 +179,12 @@ def test_ppo_vs_imitation_chooses_by_the_declared_rule_and_needs_step_0(tmp_path
     # PPO never better: step 0 kept, no cut
     flat = summarize([row(0, 0.10, 0.010), row(2048, 0.20, 0.010)])
     assert flat["chosen_steps"] == 0 and flat["ppo_cut"] == 0.0 and not flat["cut_met"] and REQUIRED_CUT > 0
+    # confirmed on other instances: the cut must hold there too
+    held = {"suite": "val-xl-v0", "imitation": {"rollout_gap": 0.2, "decision_gap": 0.0},
+            "chosen": {"rollout_gap": 0.18, "decision_gap": 0.0}}  # fmt: skip
+    again = summarize(curve, held)
+    assert again["ppo_cut"] == pytest.approx(0.4) and again["confirmed_cut"] == pytest.approx(0.1) and not again["cut_met"]
+    assert again["confirm"]["chosen_rollout_gap"] == 0.18
     with pytest.raises(HulkInputError, match="no policy of step 0"):
         kept_steps(tmp_path)
     (tmp_path / "eval" / "policies" / "2048").mkdir(parents=True)
