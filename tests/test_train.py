@@ -196,3 +196,20 @@ def test_keep_policies_saves_every_evaluation_as_a_loadable_policy(tmp_path):
     weights = [torch.load(run / "eval" / "policies" / str(s) / "weights.pt", weights_only=True) for s in (kept[0], kept[-1])]
     assert any(not torch.equal(weights[0][k], weights[1][k]) for k in weights[0])  # PPO moved the weights in between
     assert load_policy(run / "eval" / "policies" / str(kept[-1])).meta["num_timesteps"] == kept[-1]
+
+
+def test_ppo_trainable_signals_moves_only_the_signal_weights_and_the_value_head(tmp_path, run_dir):
+    """ppo.trainable=signals: after PPO from saved weights, every weight but the pointer head's
+    signal weights and the value head is the saved one, and the signal weights moved; with the
+    MLP extractor (no signal weights) the config is refused in one clear error."""
+    init = f"train.init_policy={run_dir / 'policy'}"
+    run = train(_smoke(tmp_path, init, "ppo.trainable=signals", "ppo.learning_rate=0.05", "imitation.demonstrations=0",
+                       "train.name=sig", "train.tensorboard=false", "eval.eval_every=0"))  # fmt: skip
+    saved = torch.load(run_dir / "policy" / "weights.pt", weights_only=True)
+    tuned = torch.load(run / "policy" / "weights.pt", weights_only=True)
+    movable = ("mlp_extractor.priors", "mlp_extractor.gain_log_scale", "value_net.")
+    moved = {k for k in saved if not torch.equal(saved[k], tuned[k])}
+    assert moved and all(k.startswith(movable) for k in moved), sorted(moved)
+    assert "mlp_extractor.priors" in moved
+    with pytest.raises(HulkInputError, match="ppo.trainable=signals"):
+        _smoke(tmp_path, "ppo.trainable=signals", "policy.extractor=mlp")

@@ -137,7 +137,11 @@ class ImitationConfig:
 class PPOConfig:
     """``sb3_contrib.MaskablePPO`` hyper-parameters (same names as the library), and
     ``anneal_lr``: decay the learning rate linearly to 0 over the run's ``total_timesteps``
-    (CleanRL's PPO default; late updates then refine instead of undoing what was learnt)."""
+    (CleanRL's PPO default; late updates then refine instead of undoing what was learnt), and
+    ``trainable``: ``all`` (the whole network) or ``signals`` (only the GNN pointer head's signal
+    weights, :func:`agents.training.imitation.trainable_parameters`, and the value head: PPO then
+    fits the few weights that say how much the plan, the predecessor's machine and the other
+    signals count, as ``experiments.signal_search`` does by search)."""
 
     learning_rate: float = 3e-4
     n_steps: int = 256
@@ -152,6 +156,7 @@ class PPOConfig:
     target_kl: float | None = None
     normalize_advantage: bool = True
     anneal_lr: bool = False
+    trainable: str = "all"
 
 
 @dataclass

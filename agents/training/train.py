@@ -66,6 +66,7 @@ from agents.training.config import (
     lookahead_mode,
     validate_config,
 )
+from agents.training.imitation import trainable_parameters
 from agents.training.runs import (
     BEST_POLICY_DIR,
     CONFIG_FILE,
@@ -146,9 +147,10 @@ def build_model(config: RunConfig, vec_env: DummyVecEnv, tb_dir: Path | None) ->
     p = config.policy
     policy_cls, policy_kwargs = policy_class_and_kwargs(p.extractor, p.hidden_dim, p.machine_rounds, p.layer_rounds, p.heads, p.gain_prior)
     ppo = asdict(config.ppo)
+    trainable = ppo.pop("trainable")
     if ppo.pop("anneal_lr"):
         ppo["learning_rate"] = linear_schedule(config.ppo.learning_rate)
-    return MaskablePPO(
+    model = MaskablePPO(
         policy_cls,
         vec_env,
         policy_kwargs=policy_kwargs,
@@ -158,6 +160,13 @@ def build_model(config: RunConfig, vec_env: DummyVecEnv, tb_dir: Path | None) ->
         verbose=0,
         **ppo,
     )
+    if trainable != "all":
+        # Only these move: the optimizer holds nothing else (built here, so a resumed run's
+        # saved optimizer state has the same groups).
+        policy = model.policy
+        params = trainable_parameters(policy, trainable) + list(policy.value_net.parameters())
+        policy.optimizer = policy.optimizer_class(params, lr=model.lr_schedule(1), **policy.optimizer_kwargs)
+    return model
 
 
 def linear_schedule(initial: float) -> Callable[[float], float]:

@@ -554,6 +554,7 @@ class PPOSection(Strict):
     target_kl: Number(0, 100, positive=True) | None
     normalize_advantage: Bool
     anneal_lr: Bool
+    trainable: _choice(("all", "signals"))  # agents.training.imitation.TRAINABLE (a test keeps them equal)
 
     @model_validator(mode="after")
     def _minibatch(self) -> PPOSection:
@@ -634,6 +635,12 @@ class RunConfigSchema(Strict):
                 "ppo.n_steps x train.n_envs must be >= 2 (a rollout of one step cannot be "
                 "normalised)",
                 loc=("ppo", "n_steps"),
+            )
+        if self.ppo.trainable == "signals" and self.policy.extractor != "gnn":
+            raise _fail(
+                "ppo.trainable=signals trains the GNN pointer head's signal weights: set policy.extractor=gnn "
+                "or ppo.trainable=all",
+                loc=("ppo", "trainable"),
             )
         if self.env.lookahead and self.env.completion == "witness":
             raise _fail(
