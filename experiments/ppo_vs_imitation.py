@@ -21,6 +21,9 @@ The issue's bar: PPO cuts the validation rollout gap of imitation alone by at le
 The least of a noisy curve flatters the step it picks, so step 0 and the chosen step are measured
 again on ``--confirm-suite`` (default ``val-xl-v0``: 66 more validation instances that chose
 nothing): ``confirmed_cut``. ``cut_met`` needs both cuts at ``REQUIRED_CUT`` or more.
+``--fresh-seed N`` also measures them on a draw of ``val-x-v0``'s 22 cases over the validation
+cities with seed ``N`` (instances in no suite: a check after settings were compared on the
+confirming suite): ``fresh`` and ``fresh_cut`` in the summary.
 
 Writes ``OUT/curve.jsonl`` (one line per step; a rerun measures only the steps not yet in it),
 ``OUT/summary.json`` (``imitation_rollout_gap``, ``imitation_decision_gap``, ``chosen_steps``,
@@ -55,6 +58,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="Output directory (default: RUN/ppo_vs_imitation).")
     p.add_argument("--val-quick", action="store_true", help="Validation instances of at most 128 machines only.")
     p.add_argument("--confirm-suite", default=CONFIRM_SUITE, help="Suite that re-measures step 0 and the chosen step.")
+    p.add_argument("--fresh-seed", type=int, default=None, help="Also re-measure on a fresh draw of val-x-v0's cases with this seed.")
     p.add_argument("--steps", type=int, nargs="*", default=None,
                    help="Judge only these kept steps (step 0 always): a coarser curve in less time.")
     return p.parse_args(argv)
@@ -140,6 +144,40 @@ def plot(curve: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def fresh_instances(seed: int) -> list[Any]:
+    """``val-x-v0``'s cases drawn over the validation cities from ``default_rng([seed, i])``,
+    named ``val-fresh-<seed>/<i>`` (in no suite)."""
+    import numpy as np
+
+    from hulk_env.evaluation.suites import (
+        UNSEEN_V0_CASES,
+        VALIDATION_CITIES,
+        _draw_heldout_instance,
+    )
+
+    return [
+        _draw_heldout_instance(np.random.default_rng([seed, i]), *case, VALIDATION_CITIES, f"val-fresh-{seed}/{i}")
+        for i, case in enumerate(UNSEEN_V0_CASES)
+    ]
+
+
+def remeasure(run: Path, out: Path, name: str, instances: list[Any], steps: tuple[int, int]) -> dict[str, Any]:
+    """Step 0 and the chosen step on other ``instances`` (``name``: for the chain-dp cache and
+    the log): ``{"suite", "imitation": validate(), "chosen": validate()}``."""
+    from agents.decision.inference import single_thread
+    from agents.network.saved_policy import load_policy
+    from agents.training.runs import EVAL_POLICIES_DIR
+
+    chain = chain_dp_times(instances, out / f"chain_dp-{name}.json")
+    got: dict[str, Any] = {"suite": name}
+    for who, s in zip(("imitation", "chosen"), steps, strict=True):
+        with single_thread():
+            got[who] = validate(load_policy(run / EVAL_POLICIES_DIR / str(s)), instances, chain)
+        print(f"[{time.strftime('%H:%M:%S')}] {name}, {s} steps: rollout gap {got[who]['rollout_gap']:.4f}, "
+              f"decision gap {got[who]['decision_gap']:.4f}", flush=True)  # fmt: skip
+    return got
+
+
 def main(argv: list[str] | None = None) -> Path:
     from agents.decision.inference import single_thread
     from agents.network.saved_policy import load_policy
@@ -168,19 +206,20 @@ def main(argv: list[str] | None = None) -> Path:
         atomic_write_text(curve_path, "".join(json.dumps(c) + "\n" for c in curve))
         print(f"[{time.strftime('%H:%M:%S')}] {s} steps: val rollout gap {v['rollout_gap']:.4f}, "
               f"decision gap {v['decision_gap']:.4f}", flush=True)  # fmt: skip
+    pair = (0, choose(curve)["steps"])
     confirm = None
     if args.confirm_suite:
         from hulk_env.evaluation.suites import load_suite
 
-        others = load_suite(args.confirm_suite)
-        chain_others = chain_dp_times(others, out / f"chain_dp-{args.confirm_suite}.json")
-        confirm = {"suite": args.confirm_suite}
-        for who, s in (("imitation", 0), ("chosen", choose(curve)["steps"])):
-            with single_thread():
-                confirm[who] = validate(load_policy(args.run / EVAL_POLICIES_DIR / str(s)), others, chain_others)
-            print(f"[{time.strftime('%H:%M:%S')}] {args.confirm_suite}, {s} steps: rollout gap "
-                  f"{confirm[who]['rollout_gap']:.4f}, decision gap {confirm[who]['decision_gap']:.4f}", flush=True)  # fmt: skip
+        confirm = remeasure(args.run, out, args.confirm_suite, load_suite(args.confirm_suite), pair)
     summary = summarize(curve, confirm)
+    if args.fresh_seed is not None:
+        fresh = remeasure(args.run, out, f"val-fresh-{args.fresh_seed}", fresh_instances(args.fresh_seed), pair)
+        summary["fresh"] = {
+            "suite": fresh["suite"],
+            **{f"{who}_{k}": fresh[who][k] for who in ("imitation", "chosen") for k in ("rollout_gap", "decision_gap")},
+        }
+        summary["fresh_cut"] = cut_of(fresh["imitation"]["rollout_gap"], fresh["chosen"]["rollout_gap"])
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=1) + "\n")
     plot(curve, out / "curves.png")
     print(json.dumps(summary, indent=1))
