@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from experiments import ablations, common, generalization, paper_reproduction
@@ -192,3 +193,19 @@ def test_ppo_vs_imitation_chooses_by_the_declared_rule_and_needs_step_0(tmp_path
         kept_steps(tmp_path)
     (tmp_path / "eval" / "policies" / "0").mkdir()
     assert kept_steps(tmp_path) == [0, 2048]
+
+
+def test_ppo_vs_imitation_fresh_draw_is_reproducible_and_in_no_suite():
+    """--fresh-seed: the same seed draws the same 22 instances (val-x-v0's cases over the
+    validation cities), another seed and val-x-v0 itself draw other clusters."""
+    from experiments.ppo_vs_imitation import fresh_instances
+    from hulk_env.evaluation.suites import UNSEEN_V0_CASES, VALIDATION_CITIES, suite_instance
+
+    a, b = fresh_instances(20401), fresh_instances(20401)
+    assert len(a) == len(UNSEEN_V0_CASES) and [i.instance_id for i in a][:2] == ["val-fresh-20401/0", "val-fresh-20401/1"]
+    def regions(inst):
+        return [m.region for m in inst.cluster.machines]
+
+    assert all(regions(x) == regions(y) and np.array_equal(x.cluster.flops, y.cluster.flops) for x, y in zip(a, b, strict=True))
+    assert {r for i in a for r in regions(i)} <= set(VALIDATION_CITIES)
+    assert regions(fresh_instances(20402)[0]) != regions(a[0]) and regions(suite_instance("val-x-v0", 0)) != regions(a[0])
