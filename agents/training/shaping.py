@@ -389,8 +389,10 @@ class StayLookahead(gym.Wrapper):
             # The env's witness: the placed slots, then a memory-feasible rest (the plan shown to
             # the policy once adopted), so following the plan earns 0 and leaving it earns what
             # the leaving changed. One cost-model evaluation per step.
+            if s.t == 0:
+                return 0.0
             time_s = cost.iteration_time(inst.cluster, inst.workload, s.witness.placement)
-            return log_speedup_reward(time_s, static.reference_time_s) if s.t > 0 else 0.0
+            return log_speedup_reward(time_s, static.reference_time_s)
         if self.completion in ("pipeline", "split"):
             if s.t == 0:
                 return 0.0
