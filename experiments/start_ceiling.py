@@ -26,9 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from experiments.common import REPO_ROOT
+from experiments.expert_iteration import geomean_gap
 
 NAME = "start_ceiling"
 SUITES = ("val-v0", "val-x-v0", "val-xl-v0")
@@ -72,7 +71,7 @@ def measure(instance: Any) -> dict[str, Any]:
 
 def gaps(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Each decision's geometric-mean gap to ``latency-chain-dp`` over ``rows``."""
-    return {d: float(math.exp(np.mean([math.log(r[d] / r["chain_dp"]) for r in rows])) - 1.0) for d in DECISIONS}
+    return {d: geomean_gap([r[d] for r in rows], [r["chain_dp"] for r in rows]) for d in DECISIONS}
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
